@@ -1,0 +1,74 @@
+"""The Celery application, configured for at-least-once delivery.
+
+Both sides build it from :class:`Settings`: the coordinator to send tasks by
+their registered names, the worker (``celery -A tasks worker``, see
+``tasks/celery.py``) to run them. Task modules are named in ``include`` so the
+control plane never imports task bodies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+
+from orchestrator.canvas import Canvas, to_signature
+from orchestrator.settings import Settings
+
+TASK_MODULES = ["tasks.phase"]
+QUEUE = "conclave"
+
+
+def build_app(settings: Settings) -> Celery:
+    if settings.embedded:
+        # kombu's in-memory transport and the in-memory cache backend (which counts
+        # chord parts natively): a real worker consuming real messages in-process.
+        broker, backend = "memory://", "cache+memory://"
+    else:
+        broker, backend = settings.broker_url, settings.result_backend
+    app = Celery("conclave", broker=broker, backend=backend, include=TASK_MODULES, set_as_current=False)
+    vt = settings.visibility_timeout
+    transport_options: dict[str, Any] = {"visibility_timeout": vt}
+    if settings.embedded:
+        transport_options["polling_interval"] = 0.01  # the in-memory queue is polled; keep hops fast
+    app.conf.update(
+        # at-least-once: ack after the body ran; a killed worker's message is redelivered
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        # Redis redelivers an unacked message after the visibility timeout even while it
+        # still runs; Celery reads the value in three places — set all of them.
+        visibility_timeout=vt,
+        broker_transport_options=transport_options,
+        result_backend_transport_options={"visibility_timeout": vt},
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_accept_content=["json"],
+        result_expires=6 * 3600,
+        task_default_queue=QUEUE,
+        worker_pool=settings.pool,
+        worker_concurrency=settings.concurrency,
+        worker_hijack_root_logger=False,
+        worker_send_task_events=True,  # Flower
+        task_send_sent_event=True,
+        broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,
+        redis_socket_keepalive=True,
+        beat_schedule={
+            "conclave-reconcile": {"task": "conclave.reconcile", "schedule": settings.reconcile_interval},
+            "conclave-prune": {"task": "conclave.prune", "schedule": 3600.0},
+        },
+    )
+    return app
+
+
+class CeleryDispatcher:
+    """Sends compiled canvases through a Celery app, by task name."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+
+    def send(self, canvas: Canvas) -> None:
+        sig: Any = to_signature(canvas, self.app)
+        sig.apply_async()

@@ -1,0 +1,67 @@
+"""Debate policy: read a divergence verdict and decide which debate phases to insert.
+
+The verdict is structured JSON validated with pydantic; a malformed answer gets
+one corrective retry (the phase task asks again). The debate phases are returned
+as an :class:`~storage.phases.Insertion` and written in the same transaction that
+completes the check — so they exist before anything is enqueued for them, a
+crash cannot lose them, and the ``max_debates`` limit is enforced against the
+debates already stored, never against a counter in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field, ValidationError
+
+from orchestrator.schema import TeamPlan, slugify
+from storage.phases import Insertion
+from storage.records import NewPhase, PhaseRecord
+
+
+class Verdict(BaseModel):
+    diverged: bool
+    topic: str = Field("", max_length=500)
+    participants: list[str] = Field(default_factory=list, max_length=24)
+
+
+class MalformedVerdict(ValueError):
+    pass
+
+
+def parse_verdict(text: str) -> Verdict:
+    """Parse the model's answer; tolerates a code fence or prose around one JSON object."""
+    candidate = text.strip()
+    fenced = re.search(r"\{.*\}", candidate, re.DOTALL)
+    if fenced:
+        candidate = fenced.group(0)
+    try:
+        return Verdict.model_validate(json.loads(candidate))
+    except (json.JSONDecodeError, ValidationError) as exc:
+        raise MalformedVerdict(str(exc).splitlines()[0][:200]) from None
+
+
+def debate_insertion(plan: TeamPlan, check: PhaseRecord, verdict: Verdict,
+                     phases: Sequence[PhaseRecord]) -> Insertion | None:
+    """Debate phases for a diverged verdict: one per participant, each answering the
+    others. Phases that waited for the check now wait for the debate too."""
+    examined = {p.key: p for p in phases if p.key in check.meta.get("examines", [])}
+    experts_here = {p.expert for p in examined.values() if p.expert}
+    participants = [n for n in dict.fromkeys(verdict.participants) if n in experts_here]
+    if not verdict.diverged or len(participants) < 2:
+        return None
+    group = f"debate-{check.key}"
+    start = max(p.position for p in phases) + 1
+    new = [
+        NewPhase(key=f"{group}.{slugify(name)}", kind="debate", position=start + i,
+                 depends_on=[check.key, *examined], expert=name, group_key=group,
+                 meta={"topic": verdict.topic or plan.question, "participants": participants,
+                       "opponents": [n for n in participants if n != name]})
+        for i, name in enumerate(participants)
+    ]
+    waiting = [p.key for p in phases if check.key in p.depends_on and p.status == "pending"]
+    return Insertion(phases=new, extra_deps={k: [n.key for n in new] for k in waiting},
+                     event={"check": check.key, "topic": verdict.topic, "participants": participants,
+                            "phases": [n.key for n in new]})

@@ -1,0 +1,107 @@
+"""Errors users see, each with a stable code the CLI prints and the API returns.
+
+    ConclaveError                 conclave.error          HTTP 500 / exit 1
+    ├── InvalidPlan               plan.invalid            422 / exit 2   (names the field)
+    ├── PlanNotFound              plan.not_found          404 / exit 2
+    ├── PlanConflict              plan.conflict           409 / exit 1
+    │   ├── ResumeInProgress      plan.resume_in_progress 409
+    │   └── CapacityExceeded      plan.capacity_exceeded  429
+    ├── ServiceUnavailable        service.unavailable     503 / exit 1
+    └── WaitTimeout               plan.wait_timeout       408 / exit 1
+
+Storage errors are translated here (``raise … from``); SQLAlchemy names never
+reach the API or the CLI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import Any, ParamSpec, TypeVar
+
+from storage import errors as storage_errors
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class ConclaveError(Exception):
+    code = "conclave.error"
+    http_status = 500
+
+    def __init__(self, message: str, *, details: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.message, self.details))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+def _rebuild(cls: type[ConclaveError], message: str, details: Any) -> ConclaveError:
+    return cls(message, details=details)
+
+
+class InvalidPlan(ConclaveError):
+    code = "plan.invalid"
+    http_status = 422
+
+
+class PlanNotFound(ConclaveError):
+    code = "plan.not_found"
+    http_status = 404
+
+
+class PlanConflict(ConclaveError):
+    code = "plan.conflict"
+    http_status = 409
+
+
+class ResumeInProgress(PlanConflict):
+    code = "plan.resume_in_progress"
+
+
+class CapacityExceeded(PlanConflict):
+    code = "plan.capacity_exceeded"
+    http_status = 429
+
+
+class ServiceUnavailable(ConclaveError):
+    code = "service.unavailable"
+    http_status = 503
+
+
+class WaitTimeout(ConclaveError):
+    code = "plan.wait_timeout"
+    http_status = 408
+
+
+@contextmanager
+def storage_boundary() -> Iterator[None]:
+    try:
+        yield
+    except storage_errors.NotFound as exc:
+        raise PlanNotFound(str(exc)) from exc
+    except storage_errors.Busy as exc:
+        raise ResumeInProgress(str(exc)) from exc
+    except storage_errors.CapacityExceeded as exc:
+        raise CapacityExceeded(str(exc)) from exc
+    except storage_errors.Conflict as exc:
+        raise PlanConflict(str(exc)) from exc
+    except storage_errors.Unavailable as exc:
+        raise ServiceUnavailable(f"database unavailable: {exc}") from exc
+    except storage_errors.StorageError as exc:
+        raise ConclaveError(str(exc)) from exc
+
+
+def translate_storage(fn: Callable[P, R]) -> Callable[P, R]:
+    @wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with storage_boundary():
+            return fn(*args, **kwargs)
+
+    return wrapper

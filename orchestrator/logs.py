@@ -1,0 +1,61 @@
+"""Logs carry plan_id / phase / attempt without being told.
+
+:func:`bind` sets them in contextvars; :class:`ContextFilter` copies them onto
+every record. Handlers are configured only by entry points (:func:`configure`).
+Log calls use lazy ``%`` formatting and an ``action`` name from a small vocabulary
+(``plan.submitted``, ``phase.completed``, ``db.retry`` …).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+_plan: contextvars.ContextVar[str | None] = contextvars.ContextVar("plan_id", default=None)
+_phase: contextvars.ContextVar[str | None] = contextvars.ContextVar("phase", default=None)
+_attempt: contextvars.ContextVar[int | None] = contextvars.ContextVar("attempt", default=None)
+
+
+@contextmanager
+def bind(*, plan_id: str | None = None, phase: str | None = None, attempt: int | None = None) -> Iterator[None]:
+    tokens = []
+    if plan_id is not None:
+        tokens.append((_plan, _plan.set(plan_id)))
+    if phase is not None:
+        tokens.append((_phase, _phase.set(phase)))
+    if attempt is not None:
+        tokens.append((_attempt, _attempt.set(attempt)))
+    try:
+        yield
+    finally:
+        for var, token in reversed(tokens):
+            var.reset(token)  # type: ignore[attr-defined]
+
+
+class ContextFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.plan_id = _plan.get() or "-"
+        record.phase = _phase.get() or "-"
+        record.attempt = _attempt.get() if _attempt.get() is not None else "-"
+        if not hasattr(record, "action"):
+            record.action = "-"
+        return True
+
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s [plan=%(plan_id)s phase=%(phase)s attempt=%(attempt)s] %(action)s: %(message)s"
+
+
+def configure(level: str = "INFO", *, stream: object = None) -> None:
+    """Entry points only: install one handler with the context filter on the root logger."""
+    handler = logging.StreamHandler(stream)  # type: ignore[arg-type]
+    handler.addFilter(ContextFilter())
+    handler.setFormatter(logging.Formatter(FORMAT))
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if getattr(h, "_conclave", False):
+            root.removeHandler(h)
+    handler._conclave = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(level.upper())

@@ -1,0 +1,97 @@
+"""What users see of a plan: a stable, JSON-ready shape shared by the Python API,
+the CLI's ``--json`` and the HTTP API. Derived from stored rows on every read."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from storage.plans import PlanState
+from storage.records import UsageRecord
+
+
+@dataclass(frozen=True)
+class UsageView:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    estimated: bool = False  # some of it is an estimate, not a provider's report
+    wasted_tokens: int = 0  # spent by attempts that died or lost the fence
+
+
+@dataclass(frozen=True)
+class PhaseView:
+    id: str
+    key: str
+    kind: str
+    expert: str | None
+    round: int | None
+    status: str
+    attempt: int
+    depends_on: list[str]
+    truncated: bool
+    summary: str | None
+    error_code: str | None
+    error: str | None
+    retries_requested: int
+    usage: UsageView
+
+
+@dataclass(frozen=True)
+class PlanView:
+    id: str
+    task_id: str | None
+    title: str
+    kind: str
+    status: str
+    cancel_requested: bool
+    error_code: str | None
+    error: str | None
+    created_at: str
+    finished_at: str | None
+    usage: UsageView
+    phases: list[PhaseView] = field(default_factory=list)
+
+    @property
+    def done(self) -> int:
+        return sum(1 for p in self.phases if p.status in ("completed", "failed", "cancelled", "skipped"))
+
+    @property
+    def final(self) -> bool:
+        return self.status != "running"
+
+    def phase(self, key: str) -> PhaseView:
+        return next(p for p in self.phases if p.key == key)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _usage(rows: list[UsageRecord]) -> UsageView:
+    cost = [r for r in rows if r.counted]
+    tin = sum(r.input_tokens for r in cost)
+    tout = sum(r.output_tokens for r in cost)
+    return UsageView(input_tokens=tin, output_tokens=tout, total_tokens=tin + tout,
+                     estimated=any(r.source != "provider" for r in cost),
+                     wasted_tokens=sum(r.input_tokens + r.output_tokens for r in rows if not r.counted))
+
+
+def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
+    # the current attempt of a running phase is live spend, not waste
+    live = {(ph.id, ph.attempt) for ph in state.phases if ph.status == "running"}
+    rows = [replace(r, counted=True) if (r.phase_id, r.attempt) in live else r for r in usage_rows]
+    by_phase: dict[str, list[UsageRecord]] = {}
+    for r in rows:
+        by_phase.setdefault(r.phase_id, []).append(r)
+    p = state.plan
+    return PlanView(
+        id=p.id, task_id=p.task_id, title=p.title, kind=p.kind, status=p.status,
+        cancel_requested=p.cancel_requested, error_code=p.error_code, error=p.error_message,
+        created_at=p.created_at.isoformat(), finished_at=p.finished_at.isoformat() if p.finished_at else None,
+        usage=_usage(rows),
+        phases=[PhaseView(id=ph.id, key=ph.key, kind=ph.kind, expert=ph.expert, round=ph.round, status=ph.status,
+                          attempt=ph.attempt, depends_on=list(ph.depends_on), truncated=ph.truncated,
+                          summary=ph.summary, error_code=ph.error_code, error=ph.error_message,
+                          retries_requested=ph.retries_requested, usage=_usage(by_phase.get(ph.id, [])))
+                for ph in state.phases],
+    )

@@ -1,0 +1,10 @@
+"""Persistence: SQLAlchemy 2 models, one repository module per aggregate, migrations.
+
+``storage`` imports neither ``orchestrator`` nor ``tasks``. Driver errors stop here:
+repositories raise :mod:`storage.errors` exceptions, never SQLAlchemy or psycopg ones.
+"""
+
+from storage.db import Database, connect, upgrade
+from storage.errors import Conflict, NotFound, StorageError, Unavailable
+
+__all__ = ["Conflict", "Database", "NotFound", "StorageError", "Unavailable", "connect", "upgrade"]

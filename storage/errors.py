@@ -1,0 +1,64 @@
+"""Storage errors. Driver exceptions are translated at the repository boundary.
+
+    StorageError          storage.error
+    ├── NotFound          storage.not_found
+    ├── Conflict          storage.conflict     (unique/foreign-key violation, lost race)
+    └── Unavailable       storage.unavailable  (cannot reach the database; retry later)
+
+All are picklable (message-only constructors) because they cross Celery processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import exc as sa_exc
+
+
+class StorageError(Exception):
+    code = "storage.error"
+
+
+class NotFound(StorageError):
+    code = "storage.not_found"
+
+
+class Conflict(StorageError):
+    code = "storage.conflict"
+
+
+class Unavailable(StorageError):
+    code = "storage.unavailable"
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    """Turn SQLAlchemy/driver errors into :class:`StorageError` subclasses."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except sa_exc.IntegrityError as exc:
+        raise Conflict(_first_line(exc)) from exc
+    except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as exc:
+        raise Unavailable(_first_line(exc)) from exc
+    except sa_exc.DBAPIError as exc:
+        if exc.connection_invalidated:
+            raise Unavailable(_first_line(exc)) from exc
+        raise StorageError(_first_line(exc)) from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc)
+    return text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__
+
+
+class CapacityExceeded(Conflict):
+    code = "storage.capacity_exceeded"
+
+
+class Busy(Conflict):
+    """Someone else holds the guard (e.g. a resume already in progress)."""
+
+    code = "storage.busy"

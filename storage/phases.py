@@ -1,0 +1,240 @@
+"""The phase aggregate: claim with a lease, renew, complete fenced by attempt, fail, skip.
+
+Claim + fence make results exactly-once on an at-least-once queue: a claim is a
+conditional UPDATE that hands out a new attempt number and commits before the
+model is called; the completing UPDATE matches that attempt, so a stale
+duplicate can never overwrite a newer attempt's result.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, or_, select, update
+
+from storage.db import Database
+from storage.models import Content, Event, Phase, Plan, UsageRow, utcnow
+from storage.records import NewPhase, PhaseRecord, snapshot
+
+
+@dataclass(frozen=True)
+class Claim:
+    phase: PhaseRecord  # as it is after the claim (status running, the new attempt)
+    attempt: int
+
+
+def claim_phase(db: Database, phase_id: str, *, owner: str, lease: timedelta) -> Claim | None:
+    """Take a phase that is pending, or running with an expired lease.
+
+    Returns None when the phase is final, leased by someone alive, or its plan is
+    cancelled — the caller then acknowledges its message and does nothing.
+    """
+    now = utcnow()
+    with db.transaction() as s:
+        cancelled = select(Plan.id).where(Plan.cancel_requested.is_(True))
+        res = s.execute(
+            update(Phase)
+            .where(Phase.id == phase_id, Phase.plan_id.not_in(cancelled))
+            .where(or_(Phase.status == "pending",
+                       (Phase.status == "running") & (Phase.lease_expires_at < now)))
+            .values(status="running", attempt=Phase.attempt + 1, lease_owner=owner,
+                    lease_expires_at=now + lease, started_at=now, enqueued_at=None)
+            .returning(Phase.attempt)
+        )
+        attempt = res.scalar()
+        if attempt is None:
+            return None
+        row = s.get(Phase, phase_id)
+        assert row is not None
+        s.add(Event(plan_id=row.plan_id, phase_key=row.key, type="phase_started",
+                    data={"attempt": attempt, "expert": row.expert, "kind": row.kind, "worker": owner}))
+        return Claim(snapshot(PhaseRecord, row), attempt)
+
+
+def renew_leases(db: Database, held: Sequence[tuple[str, int]], lease: timedelta) -> dict[str, bool]:
+    """Heartbeat for every phase this worker runs, in one transaction.
+
+    Returns ``{phase_id: keep_going}``: False when the lease was lost (another
+    attempt took over) or the plan was cancelled — the caller stops its model call.
+    """
+    if not held:
+        return {}
+    now = utcnow()
+    out: dict[str, bool] = {}
+    with db.transaction() as s:
+        for phase_id, attempt in held:
+            res = s.execute(update(Phase).where(Phase.id == phase_id, Phase.attempt == attempt,
+                                                Phase.status == "running")
+                            .values(lease_expires_at=now + lease))
+            out[phase_id] = res.rowcount == 1  # type: ignore[attr-defined]
+        ids = [pid for pid, ok in out.items() if ok]
+        if ids:
+            cancelled = s.scalars(select(Phase.id).join(Plan, Plan.id == Phase.plan_id)
+                                  .where(Phase.id.in_(ids), Plan.cancel_requested.is_(True)))
+            for pid in cancelled:
+                out[pid] = False
+    return out
+
+
+def mark_enqueued(db: Database, phase_ids: Sequence[str], *, stale_before: datetime | None) -> list[str]:
+    """Mark phases as enqueued, skipping those enqueued after ``stale_before``
+    (None: mark regardless). Returns the ids marked: only those are sent, so two
+    concurrent advances never both send the same phase."""
+    if not phase_ids:
+        return []
+    now = utcnow()
+    marked: list[str] = []
+    with db.transaction() as s:
+        for pid in phase_ids:
+            q = update(Phase).where(Phase.id == pid, Phase.status.in_(("pending", "running")))
+            if stale_before is not None:
+                q = q.where(or_(Phase.enqueued_at.is_(None), Phase.enqueued_at < stale_before))
+            if s.execute(q.values(enqueued_at=now)).rowcount == 1:  # type: ignore[attr-defined]
+                marked.append(pid)
+        if marked:
+            plan_id = s.scalar(select(Phase.plan_id).where(Phase.id == marked[0]))
+            s.execute(update(Plan).where(Plan.id == plan_id).values(updated_at=now))
+    return marked
+
+
+def release_enqueued(db: Database, phase_id: str) -> None:
+    """A message arrived before its phase was ready: let the next advance send it again."""
+    with db.transaction() as s:
+        s.execute(update(Phase).where(Phase.id == phase_id, Phase.status == "pending")
+                  .values(enqueued_at=None))
+
+
+@dataclass(frozen=True)
+class Insertion:
+    """Phases to insert while completing another (a debate), and the existing
+    phases that must now also wait for them."""
+
+    phases: Sequence[NewPhase]
+    extra_deps: Mapping[str, Sequence[str]]  # existing phase key -> keys it must also wait for
+    event: dict[str, Any]
+
+
+def complete_phase(
+    db: Database,
+    *,
+    phase_id: str,
+    attempt: int,
+    text: str,
+    summary: str,
+    truncated: bool,
+    event_data: dict[str, Any],
+    insertion: Insertion | None = None,
+    max_groups: int | None = None,
+) -> str:
+    """Finish a phase with its result, in one transaction, in the order DESIGN.md gives:
+    cancel flag → content → fenced status update (+ usage marked as the phase's cost)
+    → outbox event. The lease is cleared in the same transaction as the result.
+
+    Returns "completed", "cancelled" (the plan was cancelled while the model ran),
+    or "fenced" (another attempt owns the phase; nothing was written).
+    ``insertion`` is applied only when fewer than ``max_groups`` groups of that kind exist.
+    """
+    now = utcnow()
+    try:
+        with db.transaction() as s:
+            plan_id = s.scalar(select(Phase.plan_id).where(Phase.id == phase_id))
+            if plan_id is None:
+                return "fenced"
+            plan = s.get(Plan, plan_id, with_for_update=True)  # lock order: plan, then phase
+            row = s.get(Phase, phase_id, with_for_update=True)
+            assert plan is not None and row is not None
+            if row.attempt != attempt or row.status != "running":
+                return "fenced"
+            if plan.cancel_requested:
+                row.status, row.finished_at = "cancelled", now
+                row.lease_owner = row.lease_expires_at = None
+                s.add(Event(plan_id=plan_id, phase_key=row.key, type="phase_cancelled",
+                            data={"attempt": attempt, "reason": "plan cancelled while the model ran"}))
+                return "cancelled"
+            s.add(Content(id=str(uuid.uuid4()), plan_id=plan_id, phase_id=phase_id, attempt=attempt,
+                          text=text, chars=len(text), created_at=now))
+            s.flush()
+            res = s.execute(update(Phase).where(Phase.id == phase_id, Phase.attempt == attempt,
+                                                Phase.status == "running")
+                            .values(status="completed", summary=summary, truncated=truncated,
+                                    finished_at=now, lease_owner=None, lease_expires_at=None,
+                                    error_code=None, error_message=None)
+                            .execution_options(synchronize_session=False))
+            if res.rowcount != 1:  # type: ignore[attr-defined]
+                raise _Fenced
+            s.execute(update(UsageRow).where(UsageRow.phase_id == phase_id, UsageRow.attempt == attempt)
+                      .values(counted=True))
+            plan.updated_at = now
+            s.add(Event(plan_id=plan_id, phase_key=row.key, type="phase_completed", data=event_data))
+            if insertion is not None:
+                _insert(s, plan_id, insertion, max_groups)
+            return "completed"
+    except _Fenced:
+        return "fenced"
+
+
+class _Fenced(Exception):
+    """Raised inside the completing transaction to roll it back."""
+
+
+def _insert(s: Any, plan_id: str, ins: Insertion, max_groups: int | None) -> None:
+    if not ins.phases:
+        return
+    kind = ins.phases[0].kind
+    if max_groups is not None:
+        groups = s.scalar(select(func.count(func.distinct(Phase.group_key)))
+                          .where(Phase.plan_id == plan_id, Phase.kind == kind)) or 0
+        if groups >= max_groups:
+            s.add(Event(plan_id=plan_id, type=f"{kind}_limit_reached",
+                        data={"limit": max_groups, "existing": groups}))
+            return
+    now = utcnow()
+    for p in ins.phases:
+        s.add(Phase(id=str(uuid.uuid4()), plan_id=plan_id, key=p.key, kind=p.kind, expert=p.expert,
+                    round=p.round, group_key=p.group_key, position=p.position,
+                    depends_on=list(p.depends_on), meta=dict(p.meta), status="pending", attempt=0,
+                    created_at=now))
+    for key, extra in ins.extra_deps.items():
+        target = s.scalar(select(Phase).where(Phase.plan_id == plan_id, Phase.key == key))
+        if target is not None and target.status == "pending":
+            target.depends_on = [*target.depends_on, *[k for k in extra if k not in target.depends_on]]
+    s.add(Event(plan_id=plan_id, type=f"{kind}_inserted", data=ins.event))
+
+
+def fail_phase(db: Database, *, phase_id: str, attempt: int, code: str, message: str) -> bool:
+    """Fail a phase, fenced by attempt. A cancelled plan's phase ends cancelled instead."""
+    now = utcnow()
+    with db.transaction() as s:
+        row = s.get(Phase, phase_id)
+        if row is None or row.attempt != attempt or row.status != "running":
+            return False
+        plan = s.get(Plan, row.plan_id)
+        status = "cancelled" if plan is not None and plan.cancel_requested else "failed"
+        row.status, row.finished_at = status, now
+        row.error_code, row.error_message = code, message[:2000]
+        row.lease_owner = row.lease_expires_at = None
+        if plan is not None:
+            plan.updated_at = now
+        s.add(Event(plan_id=row.plan_id, phase_key=row.key, type=f"phase_{status}",
+                    data={"attempt": attempt, "error_code": code, "error": message[:500]}))
+        return True
+
+
+def skip_phases(db: Database, plan_id: str, keys: Sequence[str], reason: str) -> None:
+    if not keys:
+        return
+    now = utcnow()
+    with db.transaction() as s:
+        s.execute(update(Phase).where(Phase.plan_id == plan_id, Phase.key.in_(keys),
+                                      Phase.status == "pending")
+                  .values(status="skipped", finished_at=now, error_message=reason, enqueued_at=None))
+        s.add(Event(plan_id=plan_id, type="phases_skipped", data={"phases": list(keys), "reason": reason}))
+
+
+def plan_of(db: Database, phase_id: str) -> str | None:
+    with db.transaction() as s:
+        return s.scalar(select(Phase.plan_id).where(Phase.id == phase_id))

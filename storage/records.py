@@ -1,0 +1,104 @@
+"""Read models handed to callers: frozen snapshots, never live ORM objects."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from storage.models import PHASE_FINAL, PLAN_FINAL
+
+T = TypeVar("T")
+
+
+def snapshot(cls: type[T], row: Any) -> T:
+    return cls(**{f.name: getattr(row, f.name) for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class PlanRecord:
+    id: str
+    task_id: str | None
+    title: str
+    kind: str
+    spec: dict[str, Any]
+    status: str
+    cancel_requested: bool
+    error_code: str | None
+    error_message: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @property
+    def final(self) -> bool:
+        return self.status in PLAN_FINAL
+
+
+@dataclass(frozen=True)
+class PhaseRecord:
+    id: str
+    plan_id: str
+    key: str
+    kind: str
+    expert: str | None
+    round: int | None
+    group_key: str | None
+    position: int
+    depends_on: list[str]
+    meta: dict[str, Any]
+    status: str
+    attempt: int
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    enqueued_at: datetime | None
+    retries_requested: int
+    summary: str | None
+    truncated: bool
+    error_code: str | None
+    error_message: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @property
+    def final(self) -> bool:
+        return self.status in PHASE_FINAL
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    phase_id: str
+    attempt: int
+    seq: int
+    purpose: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    source: str
+    method: str | None
+    counted: bool
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    id: int
+    plan_id: str
+    phase_key: str | None
+    type: str
+    data: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class NewPhase:
+    """A phase to insert (at submit, or a debate inserted while the plan runs)."""
+
+    key: str
+    kind: str
+    position: int
+    depends_on: list[str]
+    expert: str | None = None
+    round: int | None = None
+    group_key: str | None = None
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)

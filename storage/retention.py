@@ -1,0 +1,38 @@
+"""Bounded retention: what finished plans keep. An active plan is never pruned.
+
+Finished plans lose their events older than the retention period and every event
+past the per-plan cap (the newest are kept), and their transient rows (resume
+guards, enqueue marks) are cleared. Results, contents and usage are kept: they
+are the record.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import delete, select, update
+
+from storage.db import Database
+from storage.models import PLAN_FINAL, Event, Phase, Plan
+
+
+def prune(db: Database, *, older_than: datetime, max_events_per_plan: int, batch: int = 200) -> int:
+    """Returns the number of events deleted."""
+    deleted = 0
+    with db.transaction() as s:
+        finished = list(s.scalars(select(Plan.id).where(Plan.status.in_(PLAN_FINAL)).limit(batch * 10)))
+        if not finished:
+            return 0
+        res = s.execute(delete(Event).where(Event.plan_id.in_(finished), Event.created_at < older_than))
+        deleted += res.rowcount or 0  # type: ignore[attr-defined]
+        for plan_id in finished:
+            keep_from = s.scalar(select(Event.id).where(Event.plan_id == plan_id).order_by(Event.id.desc())
+                                 .offset(max_events_per_plan - 1).limit(1))
+            if keep_from is not None:
+                res = s.execute(delete(Event).where(Event.plan_id == plan_id, Event.id < keep_from))
+                deleted += res.rowcount or 0  # type: ignore[attr-defined]
+        s.execute(update(Plan).where(Plan.id.in_(finished), Plan.resume_until.is_not(None))
+                  .values(resume_owner=None, resume_until=None))
+        s.execute(update(Phase).where(Phase.plan_id.in_(finished), Phase.enqueued_at.is_not(None))
+                  .values(enqueued_at=None))
+    return deleted

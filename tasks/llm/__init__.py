@@ -1,0 +1,1 @@
+"""Model gateway: providers, stream guard, context budgets."""

@@ -1,0 +1,180 @@
+"""The model gateway: the one door through which every model call goes.
+
+``Gateway.call`` fits the request to the model's window (``budget.fit_request``;
+summariser calls go through this same door with ``purpose="summarise"`` and
+their text is never shown to watchers), then runs the guarded stream
+(``guard.guarded_call``), retrying ``RetryableError`` with exponential backoff
+that honours ``retry_after`` (at most ``spec.max_retries`` retries). A
+``FatalError`` is raised at once. A stream that broke after showing text is
+not retried: the guard returns it as ``truncated`` and the caller decides.
+
+Cross-cutting concerns (usage rows, budgets, cancellation checks, metrics) are
+``CallHook`` subclasses, in the spirit of dramatiq's middleware: ``before_call``
+runs before EVERY model call attempt (summaries and retries included) and may
+refuse it by raising ``BudgetExhausted`` or ``CallCancelled``; ``after_call``
+runs after every attempt that was made, with whatever usage is known (a
+provider's figure, an estimate labelled as such, or None) and the error if it
+failed. A call refused by ``before_call`` is not followed by ``after_call``.
+
+One attempt is one guarded call: the stream and, when the guard falls back to
+it, the non-streaming ``complete()``; ``spec.deadline`` bounds each attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from tasks.llm.budget import fit_request
+from tasks.llm.errors import CallCancelled, LLMError, ProviderMisconfigured, RetryableError
+from tasks.llm.guard import POLL_INTERVAL, guarded_call
+from tasks.llm.types import ChatRequest, Completion, ModelSpec, Provider, Usage
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CallHook", "Gateway", "default_providers"]
+
+
+class CallHook:
+    """Base class of gateway hooks; every method is a no-op. Override what you need."""
+
+    def before_call(self, spec: ModelSpec, request: ChatRequest) -> None:
+        """Before every model call attempt. Raise BudgetExhausted / CallCancelled to refuse it."""
+
+    def after_call(
+        self, spec: ModelSpec, request: ChatRequest, usage: Usage | None, error: LLMError | None
+    ) -> None:
+        """After every attempt that was made, successful or not, with whatever usage is known."""
+
+
+def _discard(text: str) -> None:
+    """on_text for summariser calls: their text is not for watchers."""
+
+
+class Gateway:
+    backoff_base = 1.0  # seconds before the first retry when the provider gives no Retry-After
+    backoff_max = 30.0
+    max_retry_after = 120.0  # a longer Retry-After is not waited for: the error is raised
+
+    def __init__(
+        self,
+        providers: Mapping[str, Provider],
+        hooks: Sequence[CallHook] = (),
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._providers = dict(providers)
+        self._hooks = tuple(hooks)
+        self._sleep = sleep
+
+    def provider(self, spec: ModelSpec) -> Provider:
+        try:
+            return self._providers[spec.provider]
+        except KeyError:
+            known = ", ".join(sorted(self._providers)) or "none"
+            raise ProviderMisconfigured(
+                f"model {spec.name!r} uses unknown provider {spec.provider!r}; known providers: {known}"
+            ) from None
+
+    def call(
+        self,
+        spec: ModelSpec,
+        request: ChatRequest,
+        *,
+        on_text: Callable[[str], None] = lambda s: None,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> Completion:
+        provider = self.provider(spec)
+
+        def summarise(summary_request: ChatRequest) -> Completion:
+            return self._with_retries(provider, spec, summary_request, _discard, should_stop)
+
+        fitted = fit_request(spec, request, summarise)
+        return self._with_retries(provider, spec, fitted, on_text, should_stop)
+
+    def _with_retries(
+        self,
+        provider: Provider,
+        spec: ModelSpec,
+        request: ChatRequest,
+        on_text: Callable[[str], None],
+        should_stop: Callable[[], bool],
+    ) -> Completion:
+        retries = 0
+        while True:
+            if should_stop():
+                raise CallCancelled(f"model {spec.name!r}: cancelled before the call")
+            for hook in self._hooks:
+                hook.before_call(spec, request)
+            try:
+                completion = guarded_call(provider, spec, request, on_text=on_text, should_stop=should_stop)
+            except LLMError as exc:
+                self._after(spec, request, exc.usage, exc)
+                delay = self._retry_delay(spec, exc, retries)
+                if delay is None:
+                    raise
+                retries += 1
+                logger.warning(
+                    "action=llm_retry model=%s purpose=%s retry=%d delay=%.2f code=%s",
+                    spec.name,
+                    request.purpose,
+                    retries,
+                    delay,
+                    exc.code,
+                )
+                self._wait(delay, should_stop, spec)
+                continue
+            except Exception as exc:
+                self._after(spec, request, None, LLMError(f"{type(exc).__name__} during the call"))
+                raise
+            self._after(spec, request, completion.usage, None)
+            return completion
+
+    def _after(
+        self, spec: ModelSpec, request: ChatRequest, usage: Usage | None, error: LLMError | None
+    ) -> None:
+        for hook in self._hooks:
+            hook.after_call(spec, request, usage, error)
+
+    def _retry_delay(self, spec: ModelSpec, exc: LLMError, retries: int) -> float | None:
+        """Seconds to wait before the next attempt, or None when it must not be retried."""
+        if not isinstance(exc, RetryableError) or retries >= spec.max_retries:
+            return None
+        if exc.retry_after is not None:
+            return exc.retry_after if exc.retry_after <= self.max_retry_after else None
+        delay = min(self.backoff_max, self.backoff_base * 2**retries)
+        return delay * random.uniform(0.8, 1.0)  # jitter: a fleet must not retry in lockstep
+
+    def _wait(self, delay: float, should_stop: Callable[[], bool], spec: ModelSpec) -> None:
+        """Sleeps ``delay`` in slices so that a cancellation is noticed promptly."""
+        remaining = delay
+        while remaining > 0:
+            if should_stop():
+                raise CallCancelled(f"model {spec.name!r}: cancelled while backing off")
+            step = min(remaining, POLL_INTERVAL * 2)
+            self._sleep(step)
+            remaining -= step
+
+
+def default_providers(offline: Provider | None = None) -> dict[str, Provider]:
+    """The built-in providers by name; "offline" too when given or importable."""
+    from tasks.llm.anthropic import AnthropicProvider
+    from tasks.llm.ollama import OllamaProvider
+    from tasks.llm.openai import OpenAIProvider
+
+    providers: dict[str, Provider] = {
+        "openai": OpenAIProvider(),
+        "ollama": OllamaProvider(),
+        "anthropic": AnthropicProvider(),
+    }
+    if offline is None:
+        try:
+            from tasks.llm.offline import OfflineProvider  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            logger.debug("action=offline_provider_unavailable")
+        else:
+            offline = OfflineProvider()
+    if offline is not None:
+        providers["offline"] = offline
+    return providers
