@@ -23,7 +23,7 @@ def build_app(settings: Settings) -> Celery:
     if settings.embedded:
         # kombu's in-memory transport and the in-memory cache backend (which counts
         # chord parts natively): a real worker consuming real messages in-process.
-        broker, backend = "memory://", "cache+memory://"
+        broker, backend = "memory://localhost//", "cache+memory://"
     else:
         broker, backend = settings.broker_url, settings.result_backend
     app = Celery("conclave", broker=broker, backend=backend, include=TASK_MODULES, set_as_current=False)

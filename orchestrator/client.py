@@ -33,7 +33,8 @@ PlanSource = str | Path | dict[str, Any] | BoardPlan | TeamPlan
 
 
 class Conclave:
-    def __init__(self, settings: Settings, *, db: Database | None = None, bus: Bus | None = None) -> None:
+    def __init__(self, settings: Settings, *, db: Database | None = None, bus: Bus | None = None,
+                 worker: bool = True) -> None:
         self.settings = settings
         self.app = build_app(settings)
         if settings.embedded:
@@ -44,7 +45,7 @@ class Conclave:
         self.bus = bus
         self.coordinator = Coordinator(self.db, settings, CeleryDispatcher(self.app), bus)
         self._embedded: Any = None
-        if settings.embedded:
+        if settings.embedded and worker:
             self._start_embedded()
 
     @classmethod

@@ -68,7 +68,7 @@ from typing import Any
 from tasks.llm.types import ModelSpec
 
 DEFAULT_REPLY = "The board should ship the pilot first, measure churn for a quarter, then decide."
-UTF8_REPLY = "董事会的结论：先试点一个季度，再决定。🚀 Café ✓"
+UTF8_REPLY = "董事会的结论\uff1a先试点一个季度\uff0c再决定。🚀 Café ✓"  # full-width colon and comma
 WIRES = {"/v1/chat/completions": "openai", "/api/chat": "ollama", "/v1/messages": "anthropic"}
 
 
@@ -371,12 +371,22 @@ def _openai_events(
 ) -> Iterator[bytes]:
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
-        return {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": model, "choices": [choice]} | extra
+        return {
+            "id": "chatcmpl-test",
+            "object": "chat.completion.chunk",
+            "model": model,
+            "choices": [choice],
+        } | extra
 
-    report = {"prompt_tokens": counts["prompt"], "completion_tokens": counts["completion"],
-              "total_tokens": counts["prompt"] + counts["completion"]}
+    report = {
+        "prompt_tokens": counts["prompt"],
+        "completion_tokens": counts["completion"],
+        "total_tokens": counts["prompt"] + counts["completion"],
+    }
     if scenario == "error-first":
-        yield _sse({"error": {"message": "upstream stream failed", "type": "server_error", "code": None}}, scenario)
+        yield _sse(
+            {"error": {"message": "upstream stream failed", "type": "server_error", "code": None}}, scenario
+        )
         return
     yield _sse(chunk({"role": "assistant", "content": ""}), scenario, seq=0)
     for seq, piece in enumerate(pieces, 1):
@@ -386,8 +396,16 @@ def _openai_events(
     if scenario != "usage-last":
         yield _sse(chunk({}, "stop"), scenario)
         if usage:
-            yield _sse({"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": model, "choices": [],
-                        "usage": report}, scenario)
+            yield _sse(
+                {
+                    "id": "chatcmpl-test",
+                    "object": "chat.completion.chunk",
+                    "model": model,
+                    "choices": [],
+                    "usage": report,
+                },
+                scenario,
+            )
     if scenario != "no-done":
         yield _sse("[DONE]", scenario)
 
@@ -396,23 +414,36 @@ def _anthropic_events(
     model: str, scenario: str, pieces: list[str], usage: bool, counts: dict[str, int]
 ) -> Iterator[bytes]:
     start_usage = {"input_tokens": counts["prompt"], "output_tokens": 1} if usage else {}
-    message = {"id": "msg_test", "type": "message", "role": "assistant", "model": model, "content": [],
-               "stop_reason": None, "usage": start_usage}
+    message: dict[str, Any] = {
+        "id": "msg_test",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "usage": start_usage,
+    }
     yield _sse({"type": "message_start", "message": message}, scenario, "message_start")
     if scenario == "error-first":
         error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
         yield _sse(error, scenario, "error")
         return
-    yield _sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-               scenario, "content_block_start")
+    yield _sse(
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        scenario,
+        "content_block_start",
+    )
     yield _sse({"type": "ping"}, scenario, "ping")
     for seq, piece in enumerate(pieces, 1):
         delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}
         yield _sse(delta, scenario, "content_block_delta", seq)
     yield _sse({"type": "content_block_stop", "index": 0}, scenario, "content_block_stop")
     delta_usage = {"usage": {"output_tokens": counts["completion"]}} if usage else {}
-    yield _sse({"type": "message_delta", "delta": {"stop_reason": "end_turn"}} | delta_usage, scenario,
-               "message_delta")
+    yield _sse(
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}} | delta_usage,
+        scenario,
+        "message_delta",
+    )
     if scenario != "no-done":
         yield _sse({"type": "message_stop"}, scenario, "message_stop")
 
@@ -432,8 +463,12 @@ def _ollama_events(
         yield line({"model": model, "message": {"role": "assistant", "content": piece}, "done": False})
     if scenario == "no-done":
         return
-    final: dict[str, Any] = {"model": model, "message": {"role": "assistant", "content": ""}, "done": True,
-                             "done_reason": "stop"}
+    final: dict[str, Any] = {
+        "model": model,
+        "message": {"role": "assistant", "content": ""},
+        "done": True,
+        "done_reason": "stop",
+    }
     if usage:
         final |= {"prompt_eval_count": counts["prompt"], "eval_count": counts["completion"]}
     yield line(final)
@@ -444,35 +479,68 @@ def _complete(wire: str, scenario: str, text: str, server: LLMServer) -> dict[st
     prompt, completion = server.prompt_tokens, server.completion_tokens
     if wire == "openai":
         body: dict[str, Any] = {
-            "id": "chatcmpl-test", "object": "chat.completion", "model": scenario,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "model": scenario,
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            ],
         }
         if usage:
-            body["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
-                             "total_tokens": prompt + completion}
+            body["usage"] = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
         return body
     if wire == "anthropic":
-        body = {"id": "msg_test", "type": "message", "role": "assistant", "model": scenario,
-                "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
+        body = {
+            "id": "msg_test",
+            "type": "message",
+            "role": "assistant",
+            "model": scenario,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+        }
         if usage:
             body["usage"] = {"input_tokens": prompt, "output_tokens": completion}
         return body
-    body = {"model": scenario, "message": {"role": "assistant", "content": text}, "done": True,
-            "done_reason": "stop"}
+    body = {
+        "model": scenario,
+        "message": {"role": "assistant", "content": text},
+        "done": True,
+        "done_reason": "stop",
+    }
     if usage:
         body |= {"prompt_eval_count": prompt, "eval_count": completion}
     return body
 
 
 def _error_body(wire: str, kind: str, message: str) -> dict[str, Any]:
-    openai_codes = {"overflow": "context_length_exceeded", "model": "model_not_found", "auth": "invalid_api_key",
-                    "rate_limit": "rate_limit_exceeded"}
-    anthropic_types = {"rate_limit": "rate_limit_error", "overloaded": "overloaded_error", "server": "api_error",
-                       "auth": "authentication_error", "model": "not_found_error",
-                       "overflow": "invalid_request_error", "invalid": "invalid_request_error"}
+    openai_codes = {
+        "overflow": "context_length_exceeded",
+        "model": "model_not_found",
+        "auth": "invalid_api_key",
+        "rate_limit": "rate_limit_exceeded",
+    }
+    anthropic_types = {
+        "rate_limit": "rate_limit_error",
+        "overloaded": "overloaded_error",
+        "server": "api_error",
+        "auth": "authentication_error",
+        "model": "not_found_error",
+        "overflow": "invalid_request_error",
+        "invalid": "invalid_request_error",
+    }
     if wire == "openai":
-        return {"error": {"message": message, "type": "invalid_request_error", "param": None,
-                          "code": openai_codes.get(kind)}}
+        return {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": openai_codes.get(kind),
+            }
+        }
     if wire == "anthropic":
         return {"type": "error", "error": {"type": anthropic_types[kind], "message": message}}
     return {"error": message}

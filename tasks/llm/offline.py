@@ -655,18 +655,24 @@ def _clause(sentence: str, max_words: int = 16) -> str:
     return " ".join(words[:max_words]) + ("..." if len(words) > max_words else "")
 
 
-def _quote(said: Said, others: Sequence[str]) -> str | None:
-    """A short phrase to quote from a statement: the strongest of its speaker's own sentences."""
+def _quote(said: Said, others: Sequence[str], concern: str | None = None) -> str | None:
+    """A short phrase to quote from a statement: the strongest of its speaker's own sentences
+    (preferring one about ``concern`` when given)."""
+    about = [p for p, d in _terms() if d == concern]
     best: tuple[float, str] | None = None
     for i, s in enumerate(_own_sentences(said, others)):
         terms = sum(1 for p, _ in _terms() if p.search(s))
         score = 2.0 * bool(terms) + 0.3 * min(terms, 3) + bool(re.search(r"\d", s)) - i * 0.01
+        score += 1.5 * any(p.search(s) for p in about)
         if not 6 <= _count_words(s) <= 30:
             score -= 2
         elif _count_words(s) < 10:
             score -= 0.5
         if best is None or score > best[0]:
             best = (score, s)
+    best_is_about = best is not None and any(p.search(best[1]) for p in about)
+    if about and said.position and any(p.search(said.position) for p in about) and not best_is_about:
+        return _clause(said.position)
     if best is not None and best[0] >= 1.5:
         return _clause(best[1])
     if said.position:
@@ -930,7 +936,7 @@ def _respond(voice: Voice, peer: Said, others: Sequence[str]) -> str:
     """One or two sentences answering a named earlier speaker."""
     assert peer.name is not None
     concern = _concern(peer, others)
-    quote = _quote(peer, others)
+    quote = _quote(peer, others, concern)
     counter = voice.decap(voice.reason(plain=True))
     relation = _relation(voice.stance, peer.stance)
     pool = {
@@ -1075,7 +1081,7 @@ def _render_debate(call: _Call) -> str:
         said = latest.get(call.panel.match(opponent) or opponent)
         their_role = call.panel.role(opponent)
         concern = _concern(said, names) if said else None
-        quote = _quote(said, names) if said else None
+        quote = _quote(said, names, concern) if said else None
         if concern is None:
             concern = profile_for(their_role).concerns[0].format(role=their_role or "their function")
         their_stance = said.stance if said else None
@@ -1162,7 +1168,10 @@ def _current(call: _Call) -> dict[str, Said]:
 
 def _missing(call: _Call, spoke: Mapping[str, Said]) -> list[str]:
     absent = call.absent()
+    moderator = _slug(str(call.hints.get("moderator") or ""))
     for name in call.panel.names():
+        if _slug(name) == moderator:
+            continue  # the chair summarises; it does not take a turn
         if name not in spoke and all(_slug(a) != _slug(name) for a in absent):
             absent.append(name)
     return absent
@@ -1218,7 +1227,7 @@ def _disagreement(call: _Call, views: Mapping[str, Said]) -> str | None:
         a, b = dice.pick(pro), dice.pick(con)
         ca = _concern(views[a], names) or "the upside"
         cb = _concern(views[b], names) or "the risk"
-        quote = _quote(views[b], names)
+        quote = _quote(views[b], names, cb)
         said_b = f' ("{quote}")' if quote else ""
         if ca == cb:
             return (

@@ -105,7 +105,10 @@ def test_endpoint_rules() -> None:
     assert endpoint("https://x/compatible-mode/v1/", "/v1", "/chat/completions") == (
         "https://x/compatible-mode/v1/chat/completions"
     )
-    assert endpoint("https://x/v1/chat/completions", "/v1", "/chat/completions") == "https://x/v1/chat/completions"
+    assert (
+        endpoint("https://x/v1/chat/completions", "/v1", "/chat/completions")
+        == "https://x/v1/chat/completions"
+    )
 
 
 def test_anthropic_request_shape(server: LLMServer) -> None:
@@ -120,7 +123,9 @@ def test_anthropic_request_shape(server: LLMServer) -> None:
 
 
 def test_ollama_request_shape(server: LLMServer) -> None:
-    drain(PROVIDERS["ollama"], spec_for(server, "normal", "ollama", context_window=8192, options={"top_k": 5}))
+    drain(
+        PROVIDERS["ollama"], spec_for(server, "normal", "ollama", context_window=8192, options={"top_k": 5})
+    )
     (sent,) = server.requests
     assert sent.path == "/api/chat"
     assert sent.body["options"] == {"num_predict": 1024, "num_ctx": 8192, "top_k": 5}
@@ -198,7 +203,9 @@ def test_retry_after_as_http_date(server: LLMServer, wire: str) -> None:
 
 
 @pytest.mark.parametrize("wire", PROVIDERS)
-def test_missing_key_names_the_variable(server: LLMServer, wire: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_key_names_the_variable(
+    server: LLMServer, wire: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(KEY_ENV)
     with pytest.raises(ProviderMisconfigured, match=KEY_ENV):
         drain(PROVIDERS[wire], spec_for(server, "normal", wire))
@@ -207,8 +214,9 @@ def test_missing_key_names_the_variable(server: LLMServer, wire: str, monkeypatc
 
 def test_anthropic_and_hosted_openai_require_a_key_env() -> None:
     with pytest.raises(ProviderMisconfigured):
-        PROVIDERS["anthropic"].complete(ModelSpec(name="a", provider="anthropic", base_url="http://127.0.0.1:9"),
-                                        REQUEST)
+        PROVIDERS["anthropic"].complete(
+            ModelSpec(name="a", provider="anthropic", base_url="http://127.0.0.1:9"), REQUEST
+        )
     with pytest.raises(ProviderMisconfigured):
         PROVIDERS["openai"].complete(ModelSpec(name="o", provider="openai"), REQUEST)
 

@@ -29,7 +29,12 @@ def test_lines_end_at_every_sse_line_ending(ending: str) -> None:
 
 def test_crlf_split_across_reads_is_one_line_ending() -> None:
     decoder = LineDecoder()
-    lines = decoder.feed(b"data: a\r") + decoder.feed(b"\ndata: b\r") + decoder.feed(b"\n\r") + decoder.feed(b"\n")
+    lines = (
+        decoder.feed(b"data: a\r")
+        + decoder.feed(b"\ndata: b\r")
+        + decoder.feed(b"\n\r")
+        + decoder.feed(b"\n")
+    )
     assert lines == ["data: a", "data: b", ""]
 
 
@@ -48,7 +53,7 @@ def test_invalid_utf8_becomes_replacement_character() -> None:
 def test_same_events_whatever_the_read_boundaries(ending: str) -> None:
     text = (
         f": keep-alive{ending}{ending}"
-        f"event: content_block_delta{ending}id: 7{ending}data: {{\"text\": \"héllo\"}}{ending}{ending}"
+        f'event: content_block_delta{ending}id: 7{ending}data: {{"text": "héllo"}}{ending}{ending}'
         f"data: first{ending}data:second{ending}data:  third{ending}{ending}"
         f"retry: 3000{ending}data: [DONE]{ending}{ending}"
     )

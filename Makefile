@@ -1,0 +1,41 @@
+# The two commands a fresh clone needs:  make demo   and   make test
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTHON ?= python3
+
+.PHONY: install demo test test-fast lint services chaos bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $@
+
+## Run the board example embedded: no services, no keys (offline model, SQLite, in-process worker).
+demo: install
+	$(BIN)/conclave run examples/board.yaml
+
+## Lint, type-check and run every test tier against real Postgres and Redis (started if down).
+test: install services lint
+	$(BIN)/pytest -q
+
+test-fast: install
+	$(BIN)/pytest -q tests/unit
+
+lint: install
+	$(BIN)/ruff check orchestrator tasks storage tests bench
+	$(BIN)/mypy
+
+services:
+	@bash scripts/services.sh
+
+chaos: install services
+	$(BIN)/python bench/chaos.py
+
+bench: install services
+	$(BIN)/python bench/throughput.py
+
+clean:
+	rm -rf $(VENV) .conclave .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,287 @@
+"""``conclave`` — run, submit, follow and control plans; run workers; migrate.
+
+Exit codes: 0 completed, 1 failed (or any other error), 2 invalid input (the
+message names the field), 130 cancelled. No command prints a traceback for a
+user error.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from orchestrator.errors import ConclaveError, InvalidPlan, PlanNotFound
+from orchestrator.logs import configure
+from orchestrator.settings import Settings
+from orchestrator.views import PlanView
+
+F = TypeVar("F", bound=Callable[..., Any])
+EXIT = {"completed": 0, "cancelled": 130}
+err = Console(stderr=True)
+
+
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except Exception as exc:  # pydantic ValidationError: name the variable
+        raise click.ClickException(f"invalid CONCLAVE_ setting: {exc}") from None
+
+
+def _errors(fn: F) -> F:
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ConclaveError as exc:
+            err.print(f"[red]error[/red] [{exc.code}] {exc.message}", highlight=False)
+            if isinstance(exc, InvalidPlan) and isinstance(exc.details, list):
+                for d in exc.details[1:6]:
+                    err.print(f"  {d['field'] or '(plan)'}: {d['message']}", highlight=False)
+            sys.exit(2 if isinstance(exc, InvalidPlan | PlanNotFound) else 1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _client(settings: Settings, *, worker: bool = True) -> Any:
+    """A client; in embedded mode ``worker`` says whether it runs the in-process worker
+    (commands that only read or flag stored state do not)."""
+    from orchestrator.client import Conclave
+
+    return Conclave(settings, worker=worker)
+
+
+def summary(view: PlanView, synthesis: str | None) -> dict[str, Any]:
+    return {
+        "plan_id": view.id, "task_id": view.task_id, "title": view.title, "kind": view.kind,
+        "status": view.status, "error_code": view.error_code, "error": view.error,
+        "usage": view.usage.__dict__,
+        "phases": [{"id": p.key, "kind": p.kind, "expert": p.expert, "status": p.status, "attempt": p.attempt,
+                    "truncated": p.truncated, "error_code": p.error_code, "usage": p.usage.__dict__}
+                   for p in view.phases],
+        "synthesis": synthesis,
+    }
+
+
+def _exit_for(view: PlanView) -> int:
+    return EXIT.get(view.status, 1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Durable multi-expert LLM plans on a Celery worker fleet."""
+
+
+@cli.command()
+@click.argument("plan")
+@click.option("--json", "as_json", is_flag=True, help="Print one machine-readable summary instead.")
+@click.option("--timeout", type=float, default=None, help="Give up waiting after this many seconds.")
+@_errors
+def run(plan: str, as_json: bool, timeout: float | None) -> None:
+    """Run PLAN (a YAML/JSON file) to the end with live progress, then print the result.
+
+    With no CONCLAVE_BROKER_URL it runs embedded: a SQLite file and an in-process worker."""
+    settings = _settings()
+    configure("ERROR" if settings.embedded else settings.log_level, stream=sys.stderr)
+    from orchestrator.schema import load_plan
+
+    load_plan(plan, max_bytes=settings.max_plan_bytes)  # validate before starting anything
+    client = _client(settings)
+    try:
+        plan_id = client.submit(plan)
+        _cancel_on_interrupt(client, plan_id)
+        if as_json:
+            view = client.wait(plan_id, timeout=timeout)
+        else:
+            from orchestrator.console import MeetingView
+
+            view = MeetingView(Console(), client, plan_id).follow()
+        text = client.coordinator.result_text(plan_id)
+        if as_json:
+            click.echo(json.dumps(summary(view, text), indent=2))
+        sys.exit(_exit_for(view))
+    finally:
+        client.close()
+
+
+def _cancel_on_interrupt(client: Any, plan_id: str) -> None:
+    def handler(signum: int, frame: Any) -> None:
+        err.print("\n[yellow]interrupted: cancelling the plan…[/yellow]")
+        try:
+            client.cancel(plan_id)
+            client.wait(plan_id, timeout=30)
+        finally:
+            client.close()
+            sys.exit(130)
+
+    signal.signal(signal.SIGINT, handler)
+
+
+@cli.command()
+@click.argument("plan")
+@click.option("--json", "as_json", is_flag=True)
+@_errors
+def submit(plan: str, as_json: bool) -> None:
+    """Submit PLAN to the cluster and print its id (idempotent per task_id)."""
+    settings = _settings()
+    configure("WARNING", stream=sys.stderr)
+    client = _client(settings)
+    try:
+        result = client.coordinator.submit(plan)
+        if as_json:
+            click.echo(json.dumps({"plan_id": result.plan_id, "created": result.created,
+                                   "enqueued": result.enqueued}))
+        else:
+            click.echo(result.plan_id)
+        if settings.embedded:
+            err.print("[yellow]embedded mode: no worker outlives this command; "
+                      "`conclave resume ID --follow` runs it[/yellow]")
+    finally:
+        client.close()
+
+
+@cli.command()
+@click.argument("plan_id")
+@click.option("--json", "as_json", is_flag=True)
+@_errors
+def status(plan_id: str, as_json: bool) -> None:
+    """Show a plan's status, phases and usage."""
+    client = _client(_settings(), worker=False)
+    try:
+        view = client.get(plan_id)
+        if as_json:
+            click.echo(json.dumps(view.to_dict(), indent=2))
+            return
+        c = Console()
+        c.print(f"[bold]{view.title}[/bold]  {view.id}  [{view.status}]  {view.done}/{len(view.phases)} done  "
+                f"{view.usage.total_tokens:,} tokens" + (" (est.)" if view.usage.estimated else ""))
+        for p in view.phases:
+            c.print(f"  {p.status:<10} {p.key:<28} {p.expert or '':<12} attempt {p.attempt}"
+                    + (f"  {p.error_code}" if p.error_code else ""), highlight=False)
+    finally:
+        client.close()
+
+
+@cli.command()
+@click.argument("plan_id")
+@_errors
+def watch(plan_id: str) -> None:
+    """Follow a running plan live until it ends."""
+    settings = _settings()
+    configure("ERROR", stream=sys.stderr)
+    client = _client(settings, worker=False)
+    try:
+        from orchestrator.console import MeetingView
+
+        view = MeetingView(Console(), client, client.get(plan_id).id).follow()
+        sys.exit(_exit_for(view))
+    finally:
+        client.close()
+
+
+@cli.command()
+@click.argument("plan_id")
+@_errors
+def result(plan_id: str) -> None:
+    """Print the full text of a plan's final phase."""
+    client = _client(_settings(), worker=False)
+    try:
+        click.echo(client.result(plan_id))
+    finally:
+        client.close()
+
+
+@cli.command()
+@click.argument("ref")
+@click.option("--retry-failed", is_flag=True, help="Also re-run failed phases (recorded on each).")
+@click.option("--follow/--no-follow", default=None, help="Follow until the plan ends (default in embedded mode).")
+@click.option("--json", "as_json", is_flag=True)
+@_errors
+def resume(ref: str, retry_failed: bool, follow: bool | None, as_json: bool) -> None:
+    """Resume a plan by its id or external task id: re-enqueue exactly its pending phases."""
+    settings = _settings()
+    configure("ERROR" if settings.embedded else "WARNING", stream=sys.stderr)
+    client = _client(settings)
+    try:
+        res = client.resume(ref, retry_failed=retry_failed)
+        if as_json:
+            click.echo(json.dumps({"plan_id": res.plan_id, "status": res.status, "enqueued": res.enqueued,
+                                   "retried": res.retried}))
+        else:
+            click.echo(f"{res.plan_id}: enqueued {', '.join(res.enqueued) or 'nothing'}"
+                       + (f"; retrying {', '.join(res.retried)}" if res.retried else ""))
+        if follow or (follow is None and settings.embedded):
+            view = client.wait(res.plan_id)
+            sys.exit(_exit_for(view))
+    finally:
+        client.close()
+
+
+@cli.command()
+@click.argument("ref")
+@click.option("--json", "as_json", is_flag=True)
+@_errors
+def cancel(ref: str, as_json: bool) -> None:
+    """Cancel a plan: queued phases end cancelled; running ones at their next safe point."""
+    settings = _settings()
+    client = _client(settings, worker=False)
+    try:
+        res = client.cancel(ref)
+        if as_json:
+            click.echo(json.dumps({"plan_id": res.plan_id, "status": res.status, "cancelled": res.cancelled}))
+        else:
+            click.echo(f"{res.plan_id}: cancel requested; {len(res.cancelled)} queued phase(s) cancelled")
+    finally:
+        client.close()
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.option("--beat", is_flag=True, help="Also run the reconciler schedule (celery beat) in this worker.")
+@click.pass_context
+def worker(ctx: click.Context, beat: bool) -> None:
+    """Run a Celery worker for the configured cluster (extra args go to celery)."""
+    settings = _settings()
+    if settings.embedded:
+        raise click.ClickException("`conclave worker` needs CONCLAVE_BROKER_URL and CONCLAVE_DATABASE_URL")
+    from tasks.celery import app
+
+    argv = ["worker", "--pool", settings.pool, "--concurrency", str(settings.concurrency), "-Q", "conclave",
+            "-E", "--loglevel", settings.log_level, *(["-B"] if beat else []), *ctx.args]
+    app.worker_main(argv)
+
+
+@cli.command()
+def beat() -> None:
+    """Run the reconciler schedule (celery beat)."""
+    from tasks.celery import app
+
+    app.start(["beat", "--loglevel", _settings().log_level])
+
+
+@cli.group()
+def db() -> None:
+    """Database migrations."""
+
+
+@db.command("upgrade")
+@click.option("--revision", default="head")
+@_errors
+def db_upgrade(revision: str) -> None:
+    """Migrate the configured database to the latest schema."""
+    from orchestrator.errors import storage_boundary
+    from storage import upgrade
+
+    settings = _settings()
+    with storage_boundary():
+        upgrade(settings.effective_database_url, revision)
+    click.echo(f"database at {revision}")
+
+
+def main() -> None:
+    cli()

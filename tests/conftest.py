@@ -1,0 +1,159 @@
+"""Shared fixtures.
+
+Tiers: ``tests/unit`` needs no services; ``tests/integration`` and ``tests/e2e`` use
+the real Postgres and Redis on 127.0.0.1 (``make test`` starts them if they are
+down). One fresh database per test run, tables truncated per test; one Redis
+database per run, flushed per test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_ADMIN = os.environ.get("CONCLAVE_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+REDIS_BASE = os.environ.get("CONCLAVE_TEST_REDIS", "redis://127.0.0.1:6379")
+REDIS_DB = int(os.environ.get("CONCLAVE_TEST_REDIS_DB", "11"))
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A fresh Postgres database for this test run, migrated to head."""
+    from sqlalchemy import create_engine, text
+
+    from storage import upgrade
+
+    name = f"conclave_test_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    url = PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+    upgrade(url)
+    yield url
+    with admin.connect() as c:
+        c.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"))
+        c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+    admin.dispose()
+
+
+@pytest.fixture()
+def redis_url() -> str:
+    import redis
+
+    url = f"{REDIS_BASE}/{REDIS_DB}"
+    redis.Redis.from_url(url).flushdb()
+    return url
+
+
+@pytest.fixture()
+def clean_db(pg_url: str) -> str:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(pg_url)
+    with engine.begin() as c:
+        c.execute(text("TRUNCATE plans, phases, contents, usage, events RESTART IDENTITY CASCADE"))
+    engine.dispose()
+    return pg_url
+
+
+@pytest.fixture()
+def settings(clean_db: str, redis_url: str) -> Any:
+    """Cluster settings with short timings so recovery paths run in seconds."""
+    from orchestrator.settings import Settings
+
+    return Settings(database_url=clean_db, broker_url=redis_url, concurrency=8, lease_seconds=3.0,
+                    requeue_after=4.0, reconcile_interval=1.0, offline_latency=0.0, db_retry_seconds=30.0,
+                    resume_guard_seconds=10.0)
+
+
+def settings_env(settings: Any) -> dict[str, str]:
+    """The ``CONCLAVE_*`` environment that reproduces ``settings`` in a subprocess."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONCLAVE_")}
+    for name, value in settings.model_dump().items():
+        if value is not None:
+            env[f"CONCLAVE_{name.upper()}"] = str(value)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class WorkerProcess:
+    """A real ``celery -A tasks worker`` subprocess (optionally with beat)."""
+
+    def __init__(self, settings: Any, log_dir: Path, *, beat: bool = False, concurrency: int = 8,
+                 name: str | None = None) -> None:
+        self.settings = settings
+        self.name = name or f"w{uuid.uuid4().hex[:6]}"
+        self.log_path = log_dir / f"{self.name}.log"
+        self.beat = beat
+        self.concurrency = concurrency
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, wait: float = 30.0) -> WorkerProcess:
+        cmd = [sys.executable, "-m", "celery", "-A", "tasks", "worker", "--pool", "threads",
+               "--concurrency", str(self.concurrency), "-Q", "conclave", "--hostname", f"{self.name}@%h",
+               "--without-mingle", "--without-gossip", "--loglevel", "INFO"]
+        if self.beat:
+            cmd += ["-B", "--schedule", str(self.log_path.with_suffix(".beat"))]
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=settings_env(self.settings), stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if b" ready." in self.log_path.read_bytes():
+                return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited: {self.log_path.read_text()[-2000:]}")
+            time.sleep(0.1)
+        raise RuntimeError(f"worker not ready in {wait}s: {self.log_path.read_text()[-2000:]}")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@pytest.fixture()
+def workers(settings: Any, tmp_path: Path) -> Iterator[Any]:
+    """Factory: ``workers(beat=True)`` starts a worker subprocess; all are stopped at teardown."""
+    started: list[WorkerProcess] = []
+
+    def start(**kwargs: Any) -> WorkerProcess:
+        w = WorkerProcess(kwargs.pop("settings", settings), tmp_path, **kwargs).start()
+        started.append(w)
+        return w
+
+    yield start
+    for w in started:
+        w.stop()
+
+
+@pytest.fixture()
+def client(settings: Any) -> Iterator[Any]:
+    """A cluster client (no embedded worker) on the test Postgres and Redis."""
+    from orchestrator.client import Conclave
+
+    c = Conclave(settings, worker=False)
+    yield c
+    c.close()

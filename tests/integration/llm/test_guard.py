@@ -1,0 +1,222 @@
+"""The stream guard's contract (failure report 001): no hang, no double broadcast,
+no invented usage. Every case runs against the real HTTP test server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tasks.llm.anthropic import AnthropicProvider
+from tasks.llm.budget import estimate_usage
+from tasks.llm.errors import AuthError, CallCancelled, StreamStalled
+from tasks.llm.guard import REPLAY_CHUNK, guarded_call
+from tasks.llm.ollama import OllamaProvider
+from tasks.llm.openai import OpenAIProvider
+from tasks.llm.types import ChatRequest, Completion, ModelSpec, Provider, TextDelta, Usage, UsageReport
+from tests.llm_server import DEFAULT_REPLY, LLMServer
+
+KEY_ENV = "CONCLAVE_TEST_LLM_KEY"
+PROVIDERS: dict[str, Provider] = {
+    "openai": OpenAIProvider(),
+    "ollama": OllamaProvider(),
+    "anthropic": AnthropicProvider(),
+}
+REQUEST = ChatRequest(system="You are the CFO.", prompt="Should we ship?")
+TIMEOUT = 0.3
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LLMServer]:
+    monkeypatch.setenv(KEY_ENV, "sk-test-guard")
+    with LLMServer() as running:
+        yield running
+
+
+def spec_for(server: LLMServer, scenario: str, wire: str = "openai", **overrides: object) -> ModelSpec:
+    values: dict[str, object] = {
+        "first_chunk_timeout": TIMEOUT,
+        "idle_timeout": TIMEOUT,
+        "api_key_env": KEY_ENV,
+    }
+    values.update(overrides)
+    return server.spec(scenario, wire, **values)
+
+
+def run(
+    server: LLMServer, scenario: str, wire: str = "openai", **overrides: object
+) -> tuple[Completion, list[str]]:
+    shown: list[str] = []
+    completion = guarded_call(
+        PROVIDERS[wire], spec_for(server, scenario, wire, **overrides), REQUEST, on_text=shown.append
+    )
+    return completion, shown
+
+
+def stream_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("llm-stream-")]
+
+
+# (a) a normal stream is delivered chunk by chunk -------------------------------------------------
+@pytest.mark.parametrize("wire", PROVIDERS)
+def test_normal_stream_is_delivered_chunk_by_chunk(server: LLMServer, wire: str) -> None:
+    completion, shown = run(server, "normal", wire)
+    assert completion == Completion(text=DEFAULT_REPLY, usage=Usage(17, 42, "provider"))
+    assert shown == [DEFAULT_REPLY[i : i + 8] for i in range(0, len(DEFAULT_REPLY), 8)]
+    assert server.count(stream=False) == 0
+
+
+# (b) no first chunk / empty / error before text -> fallback, replayed ------------------------------
+@pytest.mark.parametrize("wire", PROVIDERS)
+def test_no_first_chunk_falls_back_and_replays(server: LLMServer, wire: str) -> None:
+    started = time.monotonic()
+    completion, shown = run(server, "hang-first", wire)
+    assert time.monotonic() - started < TIMEOUT + 1.0
+    assert completion.fallback and not completion.truncated
+    assert completion.text == DEFAULT_REPLY
+    assert "".join(shown) == DEFAULT_REPLY
+    assert len(shown) > 1 and all(len(chunk) <= REPLAY_CHUNK for chunk in shown)
+    assert completion.usage == Usage(17, 42, "provider")
+    assert (server.count(stream=True), server.count(stream=False)) == (1, 1)
+    assert stream_threads() == []  # the hung read was aborted, not left behind
+
+
+def test_keepalive_comments_do_not_count_as_a_first_chunk(server: LLMServer) -> None:
+    completion, shown = run(server, "keepalive-hang")
+    assert completion.fallback and "".join(shown) == DEFAULT_REPLY
+
+
+@pytest.mark.parametrize("wire", PROVIDERS)
+def test_empty_stream_falls_back(server: LLMServer, wire: str) -> None:
+    completion, shown = run(server, "empty", wire)
+    assert completion.fallback and "".join(shown) == DEFAULT_REPLY
+    # the empty stream's own report (17 in, 0 out) is added to the fallback's: both were billed
+    assert completion.usage == Usage(34, 42, "provider")
+
+
+@pytest.mark.parametrize("wire", PROVIDERS)
+def test_error_before_any_text_falls_back(server: LLMServer, wire: str) -> None:
+    completion, shown = run(server, "error-first", wire)
+    assert completion.fallback and completion.text == DEFAULT_REPLY
+    assert "".join(shown) == DEFAULT_REPLY
+    if wire == "anthropic":  # message_start reported 17 in / 1 out before the error event
+        assert completion.usage == Usage(34, 43, "provider")
+    else:
+        assert completion.usage == Usage(17, 42, "provider")
+
+
+# (c) an error or stall after partial text -> truncated, never repeated -----------------------------
+@pytest.mark.parametrize("wire", PROVIDERS)
+def test_break_after_partial_text_is_truncated_without_double_broadcast(server: LLMServer, wire: str) -> None:
+    completion, shown = run(server, "break-mid", wire)
+    assert completion.truncated and not completion.fallback
+    assert completion.text == DEFAULT_REPLY[:16] == "".join(shown)
+    assert shown == [DEFAULT_REPLY[:8], DEFAULT_REPLY[8:16]]
+    assert server.count(stream=False) == 0  # complete() was never called
+    assert completion.usage == estimate_usage(REQUEST, DEFAULT_REPLY[:16])
+
+
+def test_idle_timeout_after_partial_text_is_truncated(server: LLMServer) -> None:
+    started = time.monotonic()
+    completion, shown = run(server, "stall-mid")
+    assert time.monotonic() - started < TIMEOUT + 1.0
+    assert completion.truncated and completion.finish_reason == "idle_timeout"
+    assert "".join(shown) == completion.text == DEFAULT_REPLY[:16]
+    assert server.count(stream=False) == 0
+    assert stream_threads() == []
+
+
+# (d) usage: the provider's, or an estimate that says so --------------------------------------------
+@pytest.mark.parametrize("wire", PROVIDERS)
+def test_missing_usage_is_estimated_and_labelled(server: LLMServer, wire: str) -> None:
+    completion, _ = run(server, "no-usage", wire)
+    assert completion.usage == estimate_usage(REQUEST, DEFAULT_REPLY)
+    assert completion.usage.source == "estimated" and completion.usage.method == "chars/4"
+
+
+class ReportsThenFails:
+    """A stream that reports usage and then fails fatally before any text."""
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[UsageReport | TextDelta]:
+        yield UsageReport(Usage(120, 0, "provider"))
+        raise AuthError("key revoked mid-call")
+
+    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
+        raise AssertionError("a fatal error must not fall back")
+
+
+def test_failure_after_reported_usage_carries_it() -> None:
+    spec = ModelSpec(name="fake", provider="fake", first_chunk_timeout=TIMEOUT, idle_timeout=TIMEOUT)
+    with pytest.raises(AuthError) as raised:
+        guarded_call(ReportsThenFails(), spec, REQUEST)
+    assert raised.value.usage == Usage(120, 0, "provider")
+
+
+# deadline and cancellation ---------------------------------------------------------------------------
+def test_deadline_bounds_stream_and_fallback(server: LLMServer) -> None:
+    started = time.monotonic()
+    with pytest.raises(StreamStalled, match="deadline"):
+        run(server, "hang-all", deadline=1.0)
+    assert time.monotonic() - started < 1.6
+
+
+def test_should_stop_cancels_a_running_stream_promptly(server: LLMServer) -> None:
+    server.reply = DEFAULT_REPLY * 20  # long enough to still be dripping when cancelled
+    stop_at = time.monotonic() + 0.4
+    shown: list[str] = []
+    with pytest.raises(CallCancelled) as raised:
+        guarded_call(
+            PROVIDERS["openai"],
+            spec_for(server, "drip"),
+            REQUEST,
+            on_text=shown.append,
+            should_stop=lambda: time.monotonic() >= stop_at,
+        )
+    assert time.monotonic() - stop_at < 0.6
+    assert shown and "".join(shown) == (DEFAULT_REPLY * 20)[: len("".join(shown))]
+    assert raised.value.usage is not None and raised.value.usage.source == "estimated"
+    assert stream_threads() == []
+
+
+def test_should_stop_cancels_while_waiting_for_the_first_chunk(server: LLMServer) -> None:
+    stop_at = time.monotonic() + 0.2
+    with pytest.raises(CallCancelled):
+        guarded_call(
+            PROVIDERS["openai"],
+            spec_for(server, "hang-first", first_chunk_timeout=10),
+            REQUEST,
+            should_stop=lambda: time.monotonic() >= stop_at,
+        )
+    assert time.monotonic() - stop_at < 0.6
+    assert server.count(stream=False) == 0
+
+
+class NeverYields:
+    """A plain generator that blocks without an abort(): the last-resort case."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.closed = threading.Event()
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[TextDelta]:
+        try:
+            self.release.wait(5)
+            yield TextDelta("late")
+        finally:
+            self.closed.set()
+
+    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
+        return Completion(text="from complete", usage=Usage(5, 2, "provider"))
+
+
+def test_a_stream_without_abort_is_closed_once_it_wakes() -> None:
+    provider = NeverYields()
+    spec = ModelSpec(name="fake", provider="fake", first_chunk_timeout=TIMEOUT, idle_timeout=TIMEOUT)
+    shown: list[str] = []
+    completion = guarded_call(provider, spec, REQUEST, on_text=shown.append)
+    assert completion.fallback and shown == ["from complete"]
+    provider.release.set()
+    assert provider.closed.wait(2)  # the producer closed the generator; "late" was never shown
+    assert shown == ["from complete"]
