@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from celery.backends.redis import RedisBackend
 
 from orchestrator.canvas import Canvas, to_signature
 from orchestrator.settings import Settings
@@ -20,12 +21,16 @@ QUEUE = "conclave"
 
 
 def build_app(settings: Settings) -> Celery:
+    broker: str | None
+    backend: str | None
     if settings.embedded:
         # kombu's in-memory transport and the in-memory cache backend (which counts
         # chord parts natively): a real worker consuming real messages in-process.
         broker, backend = "memory://localhost//", "cache+memory://"
     else:
         broker, backend = settings.broker_url, settings.result_backend
+        if backend and backend.startswith(("redis://", "rediss://")):
+            backend = f"{__name__}:TriggerRedisBackend+{backend}"
     app = Celery("conclave", broker=broker, backend=backend, include=TASK_MODULES, set_as_current=False)
     vt = settings.visibility_timeout
     transport_options: dict[str, Any] = {"visibility_timeout": vt}
@@ -61,6 +66,23 @@ def build_app(settings: Settings) -> Celery:
         },
     )
     return app
+
+
+class TriggerRedisBackend(RedisBackend):
+    """Celery's Redis result backend, minus the result subscription on every send.
+
+    Conclave never waits on a task result (canvases are triggers; the database is
+    the record), but the stock backend subscribes to the result channel of every
+    task a process sends and keeps it pending until the result object is garbage
+    collected — a leak in a long-lived worker that sends a canvas per advance.
+    Chord counting (``on_chord_part_return``) is untouched.
+    """
+
+    def on_task_call(self, producer: Any, task_id: str) -> None:
+        return None
+
+    def on_result_fulfilled(self, result: Any) -> None:
+        return None  # nothing was subscribed, so there is nothing to unsubscribe
 
 
 class CeleryDispatcher:

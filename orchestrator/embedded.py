@@ -18,7 +18,7 @@ from orchestrator.coordinator import Coordinator
 log = logging.getLogger(__name__)
 
 
-class _Controller(WorkController):  # type: ignore[misc]
+class _Controller(WorkController):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.started = threading.Event()
         super().__init__(*args, **kwargs)

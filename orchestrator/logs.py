@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TextIO
 
 _plan: contextvars.ContextVar[str | None] = contextvars.ContextVar("plan_id", default=None)
 _phase: contextvars.ContextVar[str | None] = contextvars.ContextVar("phase", default=None)
@@ -20,18 +21,21 @@ _attempt: contextvars.ContextVar[int | None] = contextvars.ContextVar("attempt",
 
 @contextmanager
 def bind(*, plan_id: str | None = None, phase: str | None = None, attempt: int | None = None) -> Iterator[None]:
-    tokens = []
+    resets: list[Callable[[], None]] = []
     if plan_id is not None:
-        tokens.append((_plan, _plan.set(plan_id)))
+        token = _plan.set(plan_id)
+        resets.append(lambda: _plan.reset(token))
     if phase is not None:
-        tokens.append((_phase, _phase.set(phase)))
+        phase_token = _phase.set(phase)
+        resets.append(lambda: _phase.reset(phase_token))
     if attempt is not None:
-        tokens.append((_attempt, _attempt.set(attempt)))
+        attempt_token = _attempt.set(attempt)
+        resets.append(lambda: _attempt.reset(attempt_token))
     try:
         yield
     finally:
-        for var, token in reversed(tokens):
-            var.reset(token)  # type: ignore[attr-defined]
+        for reset in reversed(resets):
+            reset()
 
 
 class ContextFilter(logging.Filter):
@@ -44,18 +48,19 @@ class ContextFilter(logging.Filter):
         return True
 
 
-FORMAT = "%(asctime)s %(levelname)s %(name)s [plan=%(plan_id)s phase=%(phase)s attempt=%(attempt)s] %(action)s: %(message)s"
+FORMAT = ("%(asctime)s %(levelname)s %(name)s [plan=%(plan_id)s phase=%(phase)s attempt=%(attempt)s] "
+          "%(action)s: %(message)s")
 
 
-def configure(level: str = "INFO", *, stream: object = None) -> None:
+def configure(level: str = "INFO", *, stream: TextIO | None = None) -> None:
     """Entry points only: install one handler with the context filter on the root logger."""
-    handler = logging.StreamHandler(stream)  # type: ignore[arg-type]
+    handler: logging.Handler = logging.StreamHandler(stream)
     handler.addFilter(ContextFilter())
     handler.setFormatter(logging.Formatter(FORMAT))
     root = logging.getLogger()
     for h in list(root.handlers):
         if getattr(h, "_conclave", False):
             root.removeHandler(h)
-    handler._conclave = True  # type: ignore[attr-defined]
+    handler._conclave = True  # type: ignore[attr-defined,unused-ignore]
     root.addHandler(handler)
     root.setLevel(level.upper())

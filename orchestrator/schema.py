@@ -110,14 +110,16 @@ class _PlanBase(_Strict):
 
     def _check_experts(self) -> None:
         seen: dict[str, str] = {}
-        for i, e in enumerate(self._all_experts()):
-            key = e.slug
-            if key in seen:
-                raise _FieldError(f"experts[{i}].name",
-                                  f"expert name {e.name!r} is used twice (clashes with {seen[key]!r})")
-            seen[key] = e.name
+        for field, e in self._named_experts():
+            if e.slug in seen:
+                raise _FieldError(f"{field}.name",
+                                  f"expert name {e.name!r} is used twice (clashes with {seen[e.slug]!r})")
+            seen[e.slug] = e.name
         for i, e in enumerate(self.experts):
             self._check_model(f"experts[{i}].model", e.model)
+
+    def _named_experts(self) -> list[tuple[str, Expert]]:
+        return [(f"experts[{i}]", e) for i, e in enumerate(self.experts)]
 
     def _check_model(self, field: str, name: str) -> None:
         if name not in self.models and not (name == "default" and not self.models):
@@ -133,6 +135,9 @@ class BoardPlan(_PlanBase):
 
     def _all_experts(self) -> list[Expert]:
         return [self.moderator, *self.experts]
+
+    def _named_experts(self) -> list[tuple[str, Expert]]:
+        return [("moderator", self.moderator), *super()._named_experts()]
 
     @model_validator(mode="after")
     def _check(self) -> BoardPlan:
@@ -238,6 +243,8 @@ def _detail(err: Any) -> dict[str, str]:
     ctx_error = (err.get("ctx") or {}).get("error")
     if isinstance(ctx_error, _FieldError):
         return {"field": ctx_error.field, "message": ctx_error.message}
+    if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        return {"field": "kind", "message": "kind must be 'board' or 'team'"}
     loc = list(err["loc"])[1:]  # drop the "plan" wrapper
     if loc and loc[0] in ("board", "team"):
         loc = loc[1:]  # drop the discriminator tag

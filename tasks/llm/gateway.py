@@ -170,7 +170,7 @@ def default_providers(offline: Provider | None = None) -> dict[str, Provider]:
     }
     if offline is None:
         try:
-            from tasks.llm.offline import OfflineProvider  # type: ignore[import-not-found,unused-ignore]
+            from tasks.llm.offline import OfflineProvider
         except ImportError:
             logger.debug("action=offline_provider_unavailable")
         else:

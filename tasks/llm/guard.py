@@ -17,6 +17,7 @@ module makes both impossible:
 * an error or timeout AFTER text was shown returns what was shown,
   ``Completion(truncated=True)``; ``complete()`` is never called then, so
   watchers never see the text twice;
+* ``on_text`` is only ever called on the caller's thread, in order;
 * usage is the provider's when it reported one, else an estimate labelled
   ``source="estimated"``; an error raised after the provider reported usage
   carries that usage.
@@ -210,9 +211,11 @@ def _stop_producer(
             aborter()
         except Exception:
             logger.debug("action=stream_abort_failed", exc_info=True)
-    producer.join(JOIN_GRACE)
+    # a finished or aborted producer ends at once; one blocked in a stream without abort()
+    # is not waited for: it closes its generator when the stream next yields
+    producer.join(JOIN_GRACE if (not abort or callable(aborter)) else 0.05)
     if producer.is_alive():
-        logger.warning("action=stream_thread_left_behind model=%s", spec.name)
+        logger.info("action=stream_thread_left_behind model=%s abortable=%s", spec.name, callable(aborter))
 
 
 def _bounded_complete(

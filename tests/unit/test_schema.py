@@ -1,0 +1,149 @@
+"""Plan validation: every rejection names the field that is wrong."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from orchestrator.errors import InvalidPlan
+from orchestrator.schema import BoardPlan, TeamPlan, load_plan
+
+BOARD: dict[str, Any] = {
+    "kind": "board", "title": "t", "question": "Should we?", "rounds": 2,
+    "moderator": {"name": "Morgan", "role": "Chair"},
+    "experts": [{"name": "Dana", "role": "CFO"}, {"name": "Ravi", "role": "CTO"}],
+}
+TEAM: dict[str, Any] = {
+    "kind": "team", "title": "t", "question": "Should we?",
+    "experts": [{"name": "Dana", "role": "CFO"}, {"name": "Ravi", "role": "CTO"}],
+    "phases": [{"id": "money", "expert": "Dana", "prompt": "cost?"},
+               {"id": "tech", "expert": "Ravi", "prompt": "risk?"},
+               {"id": "plan", "expert": "Ravi", "prompt": "plan", "depends_on": ["money", "tech"]}],
+    "synthesis": {"expert": "Dana"},
+}
+
+
+def rejected(doc: Any) -> InvalidPlan:
+    with pytest.raises(InvalidPlan) as info:
+        load_plan(doc)
+    return info.value
+
+
+def fields(err: InvalidPlan) -> list[str]:
+    return [d["field"] for d in err.details]
+
+
+def test_valid_plans_load() -> None:
+    assert isinstance(load_plan(copy.deepcopy(BOARD)), BoardPlan)
+    assert isinstance(load_plan(copy.deepcopy(TEAM)), TeamPlan)
+
+
+def test_yaml_and_json_text_load() -> None:
+    import json
+
+    import yaml
+
+    assert load_plan(yaml.safe_dump(BOARD)).title == "t"
+    assert load_plan(json.dumps(TEAM)).kind == "team"
+
+
+def test_duplicate_expert_name_is_rejected() -> None:
+    doc = copy.deepcopy(BOARD)
+    doc["experts"].append({"name": "Dana", "role": "another CFO"})
+    err = rejected(doc)
+    assert err.code == "plan.invalid"
+    assert "experts[3].name" in fields(err) or "experts[2].name" in fields(err)
+    assert "used twice" in err.message
+
+
+def test_expert_named_like_the_moderator_is_rejected() -> None:
+    doc = copy.deepcopy(BOARD)
+    doc["experts"][0]["name"] = "morgan"
+    assert "used twice" in rejected(doc).message
+
+
+def test_unknown_model_is_rejected() -> None:
+    doc = copy.deepcopy(BOARD)
+    doc["models"] = {"fast": {"provider": "offline"}}
+    doc["moderator"]["model"] = doc["experts"][0]["model"] = "fast"
+    doc["experts"][1]["model"] = "slow"
+    err = rejected(doc)
+    assert fields(err) == ["experts[1].model"]
+    assert "unknown model" in err.message
+
+
+def test_unknown_expert_in_a_phase_is_rejected() -> None:
+    doc = copy.deepcopy(TEAM)
+    doc["phases"][1]["expert"] = "Nobody"
+    assert fields(rejected(doc)) == ["phases[1].expert"]
+
+
+def test_unknown_dependency_is_rejected() -> None:
+    doc = copy.deepcopy(TEAM)
+    doc["phases"][2]["depends_on"] = ["money", "ghost"]
+    err = rejected(doc)
+    assert fields(err) == ["phases[2].depends_on[1]"]
+    assert "ghost" in err.message
+
+
+def test_dependency_cycle_is_rejected() -> None:
+    doc = copy.deepcopy(TEAM)
+    doc["phases"][0]["depends_on"] = ["plan"]
+    err = rejected(doc)
+    assert fields(err) == ["phases"]
+    assert "cycle" in err.message and "money" in err.message
+
+
+def test_empty_plan_and_empty_lists_are_rejected() -> None:
+    assert "empty" in rejected({}).message
+    doc = copy.deepcopy(BOARD)
+    doc["experts"] = []
+    assert fields(rejected(doc)) == ["experts"]
+    doc = copy.deepcopy(TEAM)
+    doc["phases"] = []
+    assert fields(rejected(doc)) == ["phases"]
+
+
+def test_oversized_inputs_are_rejected() -> None:
+    doc = copy.deepcopy(BOARD)
+    doc["question"] = "x" * 20_001
+    assert fields(rejected(doc)) == ["question"]
+    doc = copy.deepcopy(BOARD)
+    doc["experts"] = [{"name": f"E{i}", "role": "r"} for i in range(25)]
+    assert fields(rejected(doc)) == ["experts"]
+    with pytest.raises(InvalidPlan, match="larger than"):
+        load_plan("title: " + "x" * 2000 + "\n", max_bytes=1000)
+
+
+def test_unknown_field_and_inline_keys_are_rejected() -> None:
+    doc = copy.deepcopy(BOARD)
+    doc["models"] = {"default": {"provider": "openai", "api_key": "sk-secret"}}
+    err = rejected(doc)
+    assert fields(err) == ["models.default.api_key"]
+    assert "api_key_env" in err.details[0]["message"]
+    assert "sk-secret" not in err.message
+
+
+def test_wrong_kind_and_types_name_the_field() -> None:
+    assert fields(rejected({"kind": "party", "title": "x"}))[0] == "kind"
+    doc = copy.deepcopy(BOARD)
+    doc["rounds"] = "many"
+    assert fields(rejected(doc)) == ["rounds"]
+
+
+def test_unreadable_file_is_a_clear_error(tmp_path: Any) -> None:
+    err = rejected(str(tmp_path / "missing.yaml"))
+    assert "cannot read plan file" in err.message
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: [unclosed\n")
+    assert "not valid YAML" in rejected(str(bad)).message
+
+
+def test_skills_default_to_full_text() -> None:
+    doc = copy.deepcopy(BOARD)
+    doc["experts"][0]["skills"] = [{"name": "s", "text": "full body"}]
+    plan = load_plan(doc)
+    assert isinstance(plan, BoardPlan)
+    assert plan.experts[0].skills[0].mode == "full"
