@@ -2,13 +2,14 @@
 
 Control plane (API, CLI, beat): :meth:`submit`, :meth:`advance`, :meth:`resume`,
 :meth:`cancel`, :meth:`reconcile`. Data plane (task bodies): :meth:`claim`,
-:meth:`prepare`, :meth:`record_usage`, :meth:`complete`, :meth:`fail`,
-:meth:`renew`. Every decision is re-derived from stored status; the broker and
-the bus only carry triggers.
+:meth:`decide_without_model`, :meth:`prepare`, :meth:`record_usage`,
+:meth:`complete`, :meth:`fail`, :meth:`renew`. Every decision is re-derived from
+stored status; the broker and the bus only carry triggers.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -21,6 +22,7 @@ from orchestrator import dag
 from orchestrator.bus import Bus
 from orchestrator.canvas import Canvas, compile_canvas
 from orchestrator.debates import MalformedVerdict, debate_insertion, parse_verdict
+from orchestrator.divergence import lexical_verdict
 from orchestrator.errors import ServiceUnavailable, storage_boundary, translate_storage
 from orchestrator.expand import expand
 from orchestrator.logs import bind
@@ -79,6 +81,16 @@ class PhaseWork:
     @property
     def key(self) -> str:
         return self.phase.key
+
+
+def as_text(result: object) -> str:
+    """A result as stored text. Results that are not strings (a provider returning
+    structured content, None) are serialised — never sliced or measured as strings."""
+    if isinstance(result, str):
+        return result
+    if result is None:
+        return ""
+    return json.dumps(result, ensure_ascii=False, default=str, indent=2)
 
 
 class Coordinator:
@@ -271,9 +283,26 @@ class Coordinator:
         if claim is None:
             return None
         self.bus.publish(plan_id, {"type": "phase_started", "phase": phase.key, "expert": phase.expert,
-                                   "kind": phase.kind, "attempt": claim.attempt})
+                                   "kind": phase.kind, "round": phase.round, "attempt": claim.attempt,
+                                   **_progress(state.phases)})
         return PhaseWork(parse_plan(state.plan.spec), plan_id, claim.phase, claim.attempt,
                          dag.transitive_inputs(phase, by_key), state.phases)
+
+    def decide_without_model(self, work: PhaseWork) -> Completion | None:
+        """The result of a phase that needs no model call, or None: a divergence check of a
+        plan with ``divergence: lexical`` reads its experts' stances from their full texts
+        (:mod:`orchestrator.divergence`) — deterministic, no tokens, no usage row."""
+        plan = work.plan
+        if work.phase.kind != "divergence" or not isinstance(plan, TeamPlan) or plan.divergence != "lexical":
+            return None
+        examined = [p for p in work.inputs if p.key in work.phase.meta.get("examines", []) and p.expert]
+        with storage_boundary():
+            texts = contents.read_texts(self.db, [p.id for p in examined if p.status == "completed"])
+        verdict, stances = lexical_verdict(plan.question, [(p.expert or "", texts[p.id])
+                                                           for p in examined if p.id in texts])
+        answer = {**verdict.model_dump(), "method": "lexical", "stances": stances}
+        return Completion(text=json.dumps(answer), usage=Usage(0, 0, "estimated", "lexical"),
+                          finish_reason="lexical")
 
     def prepare(self, work: PhaseWork) -> tuple[ModelSpec, ChatRequest]:
         """The model and the request for a claimed phase, built from the full text of
@@ -326,19 +355,21 @@ class Coordinator:
     def complete(self, work: PhaseWork, completion: Completion) -> str:
         """Store the result (see :func:`storage.phases.complete_phase` for the order of
         writes), then publish. Returns completed | cancelled | fenced."""
-        text = completion.text
+        text = as_text(completion.text)
         insertion, max_groups = None, None
         if work.phase.kind == "divergence" and isinstance(work.plan, TeamPlan):
             try:
                 verdict = parse_verdict(text)
             except MalformedVerdict:
                 verdict = None
-                log.warning("divergence verdict malformed after retry; no debate", extra={"action": "debate.no_verdict"})
+                log.warning("divergence verdict malformed after retry; no debate",
+                            extra={"action": "debate.no_verdict"})
             if verdict is not None:
                 insertion = debate_insertion(work.plan, work.phase, verdict, work.all_phases)
                 max_groups = work.plan.max_debates
         summary = text if len(text) <= self.settings.summary_chars else text[: self.settings.summary_chars] + "…"
-        data = {"attempt": work.attempt, "expert": work.phase.expert, "kind": work.phase.kind, "chars": len(text),
+        data = {**self._progress_of(work), "attempt": work.attempt, "expert": work.phase.expert,
+                "kind": work.phase.kind, "round": work.phase.round, "chars": len(text),
                 "truncated": completion.truncated, "fallback": completion.fallback,
                 "offloaded": len(text) > self.settings.inline_limit, "summary": summary}
         outcome = self._durably(lambda: phases.complete_phase(
@@ -356,7 +387,9 @@ class Coordinator:
                                                        code=code, message=message))
         if done:
             self.bus.publish(work.plan_id, {"type": "phase_failed", "phase": work.key, "expert": work.phase.expert,
-                                            "error_code": code, "error": message[:300]})
+                                            "kind": work.phase.kind, "round": work.phase.round,
+                                            "error_code": code, "error": message[:300],
+                                            **self._progress_of(work)})
             log.warning("phase %s failed: %s %s", work.key, code, message[:200], extra={"action": "phase.failed"})
 
     def renew(self, held: Sequence[tuple[str, int]]) -> dict[str, bool]:
@@ -366,6 +399,16 @@ class Coordinator:
     def publish_text(self, work: PhaseWork, seq: int, text: str) -> None:
         self.bus.publish(work.plan_id, {"type": "chunk", "phase": work.key, "expert": work.phase.expert,
                                         "seq": seq, "text": text})
+
+    def _progress_of(self, work: PhaseWork) -> dict[str, int]:
+        """``k`` of ``n`` phases final once this one is, for watchers (best effort: two
+        phases finishing at the same moment may report the same ``k``)."""
+        try:
+            with storage_boundary():
+                stored = plans.load_state(self.db, work.plan_id).phases
+        except ServiceUnavailable:
+            return {}
+        return _progress(stored, finishing=work.phase.id)
 
     def _durably(self, write: Callable[[], T]) -> T:
         """Retry a result write while the database is unavailable (with backoff, up to
@@ -382,3 +425,10 @@ class Coordinator:
                             extra={"action": "db.retry"})
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
+
+
+def _progress(stored: Sequence[PhaseRecord], finishing: str | None = None) -> dict[str, int]:
+    """Progress as watchers show it: ``k`` of ``n`` phases final (``finishing`` counted as
+    final). ``n`` grows when a debate is inserted."""
+    k = sum(1 for p in stored if p.final or p.id == finishing)
+    return {"k": k, "n": len(stored)}
