@@ -498,8 +498,8 @@ class Panel:
                 add(item.get("name"), item.get("role"))
             elif isinstance(item, str):
                 add(item)
-        if hints.get("expert"):
-            add(hints.get("expert"), hints.get("role"))
+        if hints.get("expert") and _slug(str(hints.get("expert"))) != _slug(str(hints.get("moderator") or "")):
+            add(hints.get("expert"), hints.get("role"))  # the chair is not one of the panel
         for key in ("speakers", "participants", "opponents"):
             for name in hints.get(key) or ():
                 add(name)
