@@ -2,11 +2,16 @@
 k/N done, and each finished contribution printed in full as it lands.
 
 Streamed chunks come from the bus (fast, may be lost); everything printed as
-final comes from the database (the record), so a lost chunk never shows wrong text.
+final comes from the database (the record), so a lost chunk never shows wrong
+text. Dynamic events — a divergence verdict, a debate inserted (or refused by
+``max_debates``), an expert who went missing — are derived from stored phases
+too, never from a bus message.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from typing import Any
 
@@ -27,11 +32,43 @@ TITLES = {
 }
 STATUS_STYLE = {"completed": "green", "failed": "red", "cancelled": "yellow", "skipped": "dim",
                 "running": "cyan", "pending": "dim"}
+CHAIR_KINDS = ("opening", "round_summary", "final_summary", "synthesis")
+FINAL = ("completed", "failed", "cancelled", "skipped")
 
 
 def phase_title(p: PhaseView) -> str:
     title = TITLES.get(p.kind, p.kind).format(round=p.round, key=p.key)
     return f"{title} · {p.expert}" if p.expert else title
+
+
+def readable(text: str) -> str:
+    """Markdown joins single line breaks: keep each ``Position:`` line on a line of its own."""
+    return re.sub(r"\n(?=[ \t>*_]*(?:Revised position|Position)\b)", "\n\n", text.strip())
+
+
+def verdict_line(p: PhaseView, text: str, view: PlanView) -> list[Text]:
+    """What a divergence check decided, and what the plan did about it."""
+    try:
+        verdict = json.loads(text[text.index("{"): text.rindex("}") + 1])
+    except ValueError:
+        return [Text(f"⚖  {p.key}: no usable verdict — no debate", style="magenta")]
+    method = " (lexical)" if verdict.get("method") == "lexical" else ""
+    who = " and ".join(verdict.get("participants") or []) or "the experts"
+    if not verdict.get("diverged"):
+        return [Text(f"⚖  {p.key}{method}: no material disagreement — the plan goes on", style="magenta")]
+    lines = [Text(f"⚖  {p.key}{method}: {who} disagree on: {verdict.get('topic', '')}", style="bold magenta")]
+    group = f"debate-{p.key}"
+    debaters = [d for d in view.phases if d.kind == "debate" and d.key.startswith(group + ".")]
+    if debaters:
+        waiting = [q.key for q in view.phases if any(d.key in q.depends_on for d in debaters)
+                   and q.kind != "debate"]
+        groups = len({d.key.rsplit(".", 1)[0] for d in view.phases if d.kind == "debate"})
+        who_debates = " ↔ ".join(d.expert or d.key for d in debaters)
+        rewired = f"; {', '.join(waiting)} now wait for it" if waiting else ""
+        lines.append(Text(f"   ↳ debate inserted ({groups} so far): {who_debates}{rewired}", style="magenta"))
+    else:
+        lines.append(Text("   ↳ no debate: the plan's max_debates is reached", style="magenta"))
+    return lines
 
 
 class MeetingView:
@@ -42,13 +79,18 @@ class MeetingView:
         self.poll = poll
         self.streams: dict[str, str] = {}
         self.printed: set[str] = set()
+        self.seen_running: dict[str, float] = {}  # phase key -> when we first saw it running
+        self.rounds_shown: set[int] = set()
+        self.rounds = 0
 
     def follow(self) -> PlanView:
         from rich.live import Live
 
         sub = self.conclave.subscribe(self.plan_id)
         view = self.conclave.get(self.plan_id)
+        self.rounds = max((p.round or 0 for p in view.phases if p.kind == "turn"), default=0)
         self.console.print(Rule(f"[bold]{view.title}[/bold]"))
+        self._print_cast(view)
         try:
             with Live(self._render(view), console=self.console, refresh_per_second=8, transient=True) as live:
                 next_poll = 0.0
@@ -68,6 +110,18 @@ class MeetingView:
         self._print_outcome(view)
         return view
 
+    def _print_cast(self, view: PlanView) -> None:
+        experts = list(dict.fromkeys(p.expert for p in view.phases
+                                     if p.expert and p.kind in ("turn", "expert")))
+        if view.kind == "board":
+            chair = next((p.expert for p in view.phases if p.kind == "opening"), None)
+            line = f"{self.rounds} round(s) · chair: {chair} · panel: {', '.join(experts)}"
+        else:
+            checks = [p.key for p in view.phases if p.kind == "divergence"]
+            line = (f"{len(view.phases)} phases · experts: {', '.join(experts)}"
+                    + (f" · divergence checks: {', '.join(checks)}" if checks else ""))
+        self.console.print(Text(line, style="dim"))
+
     def _on_message(self, msg: dict[str, Any]) -> None:
         if msg.get("type") == "chunk":
             key = str(msg.get("phase"))
@@ -75,41 +129,71 @@ class MeetingView:
 
     def _print_finished(self, view: PlanView) -> None:
         for p in view.phases:
-            if p.key in self.printed or p.status in ("pending", "running"):
+            if p.key in self.printed or p.status not in FINAL:
                 continue
             self.printed.add(p.key)
             self.streams.pop(p.key, None)
-            if p.kind == "divergence":
-                text = self.conclave.phase_text(self.plan_id, p.key) or ""
-                self.console.print(Text(f"⚖  divergence check ({p.key}): {text.strip()[:200]}", style="magenta"))
+            if p.kind == "turn" and p.round and p.round not in self.rounds_shown:
+                self.rounds_shown.add(p.round)
+                self.console.print(Rule(f"Round {p.round} of {self.rounds}", style="dim"))
+            if p.kind == "divergence" and p.status == "completed":
+                for line in verdict_line(p, self.conclave.phase_text(self.plan_id, p.key) or "", view):
+                    self.console.print(line)
                 continue
             if p.status == "completed":
                 text = self.conclave.phase_text(self.plan_id, p.key) or ""
                 note = " [yellow](stream broke: partial text)[/yellow]" if p.truncated else ""
-                style = "bold blue" if p.kind in ("opening", "round_summary", "final_summary", "synthesis") else "bold"
-                self.console.print(Panel(Markdown(text), title=f"[{style}]{phase_title(p)}[/]{note}",
-                                         title_align="left", border_style=STATUS_STYLE[p.status]))
+                style = "bold blue" if p.kind in CHAIR_KINDS else "bold"
+                self.console.print(Panel(Markdown(readable(text)), title=f"[{style}]{phase_title(p)}[/]{note}",
+                                         title_align="left", subtitle=f"[dim]{p.key}[/dim]",
+                                         subtitle_align="right", border_style=STATUS_STYLE[p.status]))
             elif p.status == "failed":
-                self.console.print(Text(f"✗ {phase_title(p)} — missing: {p.error_code}: {p.error}", style="red"))
+                what = "missing" if p.kind == "turn" else "failed"
+                failure = f"✗ {phase_title(p)} — {what}: {p.error_code}: {p.error}"
+                self.console.print(Text(failure, style="red"))
             elif p.status == "cancelled":
                 self.console.print(Text(f"■ {phase_title(p)} — cancelled", style="yellow"))
+            elif p.status == "skipped":
+                self.console.print(Text(f"· {phase_title(p)} — skipped: {p.error}", style="dim"))
 
     def _render(self, view: PlanView) -> Group:
+        now = time.monotonic()
         running = [p for p in view.phases if p.status == "running"]
-        header = Text.assemble(
-            (f"{view.done}/{len(view.phases)} done", "bold"), "  ·  ",
-            (f"{view.usage.total_tokens:,} tokens" + (" (est.)" if view.usage.estimated else ""), "dim"), "  ·  ",
-            ("speaking: " + (", ".join(p.expert or p.key for p in running) or "—"), "cyan"))
-        panels: list[Any] = [header]
+        for p in running:
+            self.seen_running.setdefault(p.key, now)
+        parts: list[Any] = [(f"{view.done}/{len(view.phases)} phases", "bold")]
+        current = max((p.round or 0 for p in running if p.kind in ("turn", "round_summary")), default=0)
+        if self.rounds and current:
+            turns = [p for p in view.phases if p.kind == "turn" and p.round == current]
+            spoke = sum(1 for p in turns if p.status == "completed")
+            missing = [p.expert or p.key for p in turns if p.status in FINAL and p.status != "completed"]
+            gone = [("  (missing: " + ", ".join(missing) + ")", "red")] if missing else []
+            parts = [(f"Round {current}/{self.rounds}", "bold"), "  ·  ",
+                     (f"{spoke}/{len(turns)} spoke", "bold"), *gone, "  ·  ", *parts]
+        debates = len({p.key.rsplit(".", 1)[0] for p in view.phases if p.kind == "debate"})
+        if debates:
+            parts += ["  ·  ", (f"{debates} debate(s)", "magenta")]
+        tokens = f"{view.usage.total_tokens:,} tokens" + (" (est.)" if view.usage.estimated else "")
+        speaking = ", ".join(p.expert or p.key for p in running) or "—"
+        parts += ["  ·  ", (tokens, "dim"), "  ·  ", ("speaking: " + speaking, "cyan")]
+        panels: list[Any] = [Text.assemble(*parts)]
         for p in running:
             tail = self.streams.get(p.key, "")[-600:]
-            panels.append(Panel(Text(tail or "…", overflow="fold"), title=f"[cyan]{phase_title(p)}[/cyan] ▌",
-                                title_align="left", border_style="cyan", height=min(10, 3 + tail.count("\n") + len(tail) // 90)))
+            waited = now - self.seen_running[p.key]
+            body = tail or f"… waiting for the first words ({waited:.0f}s)"
+            panels.append(Panel(Text(body, overflow="fold"), title=f"[cyan]{phase_title(p)}[/cyan] ▌",
+                                title_align="left", border_style="cyan",
+                                height=min(10, 3 + tail.count("\n") + len(tail) // 90)))
         return Group(*panels)
 
     def _print_outcome(self, view: PlanView) -> None:
         style = {"completed": "bold green", "cancelled": "bold yellow"}.get(view.status, "bold red")
         usage = f"{view.usage.total_tokens:,} tokens" + (" (estimated)" if view.usage.estimated else "")
-        self.console.print(Rule(f"[{style}]{view.status}[/] · {view.done}/{len(view.phases)} phases · {usage}"))
+        missing = sorted({p.expert for p in view.phases
+                          if p.kind == "turn" and p.status == "failed" and p.expert})
+        if missing:
+            self.console.print(Text(f"missing from the meeting: {', '.join(missing)}", style="yellow"))
+        done = f"{view.done}/{len(view.phases)} phases"
+        self.console.print(Rule(f"[{style}]{view.status}[/] · {done} · {usage}"))
         if view.error and view.status != "completed":
             self.console.print(Text(view.error, style="red"))

@@ -70,9 +70,11 @@ DEBATE = (
 )
 SYNTHESIS = (
     "The team's question: {question}\n\n{task}\n"
+    "Your inputs, by phase id: {sources}.{debates}\n"
     "Use the full text of every input above. Cite the phase each claim comes from with its id in "
     "square brackets, e.g. [{example}]. Where a debate took place, report its outcome."
 )
+SYNTHESIS_DEBATE = " Debate {group} on {topic!r} between {participants}: say who moved and who held firm."
 
 
 def system_for(expert: Expert, *, moderator: bool = False) -> str:
@@ -104,7 +106,8 @@ def build_request(plan: BoardPlan | TeamPlan, phase: PhaseRecord, inputs: Sequen
         "experts": [{"name": e.name, "role": e.role} for e in plan.experts],
     }
     expert = plan.expert(phase.expert) if phase.expert else None
-    if expert:
+    chairing = isinstance(plan, BoardPlan) and phase.kind in ("opening", "round_summary", "final_summary")
+    if expert and not chairing:  # the chair is hinted as "moderator", never as a panel member
         hints |= {"expert": expert.name, "role": expert.role}
     if isinstance(plan, BoardPlan):
         return _board(plan, phase, blocks, hints)
@@ -176,9 +179,14 @@ def _team(plan: TeamPlan, phase: PhaseRecord, blocks: tuple[ContextBlock, ...], 
                                                              opponents=", ".join(opponents)),
                            blocks, hints=hints)
     example = blocks[0].source if blocks else "phase-id"
+    sources = ", ".join(f"[{b.source}] {b.title}" for b in blocks) or "none"
+    debates = "".join(
+        SYNTHESIS_DEBATE.format(group=p.group_key, topic=p.meta.get("topic", ""),
+                                participants=" and ".join(p.meta.get("participants", [])))
+        for p in {p.group_key: p for p in inputs if p.kind == "debate" and p.id in texts}.values())
     return ChatRequest(system_for(expert),
                        SYNTHESIS.format(question=plan.question, task=phase.meta.get("prompt", ""),
-                                        example=example),
+                                        sources=sources, debates=debates, example=example),
                        blocks, hints=hints)
 
 

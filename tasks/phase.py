@@ -50,11 +50,15 @@ def execute(rt: runtime.Runtime, work: PhaseWork, lease: Lease) -> str:
         coordinator.publish_text(work, next(seq), text)
 
     try:
-        spec, request = coordinator.prepare(work)
-        completion = gateway.call(spec, request, on_text=on_text, should_stop=lease.should_stop)
-        followup = coordinator.followup(work, request, completion)
-        if followup is not None:
-            completion = gateway.call(spec, followup, should_stop=lease.should_stop)
+        decided = coordinator.decide_without_model(work)  # e.g. a lexical divergence check
+        if decided is not None:
+            completion = decided
+        else:
+            spec, request = coordinator.prepare(work)
+            completion = gateway.call(spec, request, on_text=on_text, should_stop=lease.should_stop)
+            followup = coordinator.followup(work, request, completion)
+            if followup is not None:
+                completion = gateway.call(spec, followup, should_stop=lease.should_stop)
     except LLMError as exc:
         coordinator.fail(work, exc.code, exc.message)
         return "failed"

@@ -1,0 +1,37 @@
+"""Stored-phase records for unit tests, built from real plans the way ``submit`` stores them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from orchestrator.expand import expand
+from orchestrator.schema import BoardPlan, TeamPlan, load_plan
+from storage.records import NewPhase, PhaseRecord
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def example(name: str, **changes: Any) -> BoardPlan | TeamPlan:
+    """An example plan (``board``/``team``), optionally with top-level fields changed."""
+    plan = load_plan(EXAMPLES / f"{name}.yaml")
+    return load_plan({**plan.model_dump(mode="json"), **changes}) if changes else plan
+
+
+def record(p: NewPhase, status: str = "completed") -> PhaseRecord:
+    return PhaseRecord(
+        id=f"id-{p.key}", plan_id="plan-1", key=p.key, kind=p.kind, expert=p.expert, round=p.round,
+        group_key=p.group_key, position=p.position, depends_on=list(p.depends_on), meta=dict(p.meta),
+        status=status, attempt=1 if status != "pending" else 0, lease_owner=None, lease_expires_at=None,
+        enqueued_at=None, retries_requested=0, summary=None, truncated=False, error_code=None,
+        error_message=None, started_at=None, finished_at=None)
+
+
+def stored(plan: BoardPlan | TeamPlan, *, pending: Iterable[str] = (),
+           failed: Iterable[str] = ()) -> list[PhaseRecord]:
+    """Every phase of ``plan`` as stored, completed unless named ``pending`` or ``failed``."""
+    waiting, gone = set(pending), set(failed)
+    return [record(p, "pending" if p.key in waiting else "failed" if p.key in gone else "completed")
+            for p in expand(plan)]
+
