@@ -1,7 +1,8 @@
 """Vocabulary of the offline provider: role profiles, topic themes and phrasing.
 
-Everything here is data. :mod:`tasks.llm.offline` picks from these tables with
-a hash-seeded dice, so the same request always yields the same words.
+Everything here is data. The offline model (:mod:`tasks.llm.offline_voice` and the
+writers) picks from these tables with a hash-seeded dice, so the same request
+always yields the same words.
 
 Sentence templates may use these placeholders (filled by ``str.format``):
 

@@ -24,7 +24,7 @@ import httpx
 
 from tasks.llm.budget import estimate_usage
 from tasks.llm.errors import ProviderUnavailable
-from tasks.llm.openai import HttpEventStream, api_key, endpoint, post_json, stream_error, stream_response
+from tasks.llm.http import HttpEventStream, api_key, endpoint, post_json, stream_error, stream_response
 from tasks.llm.sse import NDJSONDecoder
 from tasks.llm.types import ChatRequest, Completion, ModelSpec, StreamEvent, TextDelta, Usage, UsageReport
 

@@ -20,8 +20,9 @@ from tasks.llm.errors import (
     RateLimited,
     StreamStalled,
 )
+from tasks.llm.http import endpoint
 from tasks.llm.ollama import OllamaProvider
-from tasks.llm.openai import OpenAIProvider, endpoint
+from tasks.llm.openai import OpenAIProvider
 from tasks.llm.types import ChatRequest, ContextBlock, ModelSpec, Provider, TextDelta, Usage, UsageReport
 from tests.llm_server import DEFAULT_REPLY, UTF8_REPLY, LLMServer
 

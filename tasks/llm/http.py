@@ -1,0 +1,296 @@
+"""The HTTP plumbing every network provider shares: the key, the URL, the error
+mapping and the abortable streaming response.
+
+``openai``, ``anthropic`` and ``ollama`` hold only their wire format; everything
+that touches the network goes through here, which guarantees:
+
+* the key is read from ``os.environ[spec.api_key_env]`` at call time and never
+  stored; a missing key is ``ProviderMisconfigured`` naming the variable only;
+* every HTTP or transport failure becomes an ``LLMError`` of the documented
+  tree; messages are redacted of the key (servers do echo keys back) and never
+  include request headers;
+* a streaming call can be aborted from another thread (``abort()`` shuts the
+  socket down, which wakes a read blocked in ``iter_bytes``); every blocking
+  read is also bounded by an httpx read timeout as a second line of defence.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from tasks.llm.errors import (
+    AuthError,
+    BadRequest,
+    ContextOverflow,
+    LLMError,
+    ModelNotFound,
+    ProviderMisconfigured,
+    ProviderUnavailable,
+    RateLimited,
+    StreamStalled,
+)
+from tasks.llm.types import ModelSpec, StreamEvent
+
+_CONTEXT_WORDS = (
+    "context_length_exceeded",
+    "maximum context length",
+    "context length",
+    "context window",
+    "prompt is too long",
+    "input is too long",
+    "too many tokens",
+    "reduce the length",
+)
+_MAX_MESSAGE = 300
+
+
+def api_key(spec: ModelSpec, *, required: bool) -> str | None:
+    """The key named by ``spec.api_key_env``, read now. Never logged."""
+    if not spec.api_key_env:
+        if required:
+            raise ProviderMisconfigured(f"model {spec.name!r} ({spec.provider}) needs api_key_env")
+        return None
+    value = os.environ.get(spec.api_key_env)
+    if not value:
+        raise ProviderMisconfigured(
+            f"environment variable {spec.api_key_env} (api_key_env of model {spec.name!r}) is not set"
+        )
+    return value
+
+
+def endpoint(base_url: str, root_path: str, tail: str) -> str:
+    """``root_path + tail`` under a bare server URL, only ``tail`` under a URL with a path."""
+    base = base_url.rstrip("/")
+    if base.endswith(tail):
+        return base
+    if urlsplit(base).path in ("", "/"):
+        return base + root_path + tail
+    return base + tail
+
+
+def timeouts(spec: ModelSpec, *, streaming: bool) -> httpx.Timeout:
+    """Per-read bounds: the guard is stricter, these only make sure a thread ends."""
+    read = max(spec.first_chunk_timeout, spec.idle_timeout) + 1.0 if streaming else spec.deadline
+    return httpx.Timeout(read, connect=min(10.0, spec.deadline), write=min(30.0, spec.deadline))
+
+
+def redact(text: str, secret: str | None) -> str:
+    if secret:
+        text = text.replace(secret, "***")
+    return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + "…"
+
+
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, or ``Retry-After`` (seconds or HTTP date)."""
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms:
+        try:
+            return max(0.0, float(raw_ms) / 1000.0)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_text(body: bytes) -> tuple[str, str]:
+    """(message, code) from an OpenAI, Anthropic or Ollama error body."""
+    text = body.decode("utf-8", errors="replace").strip()
+    try:
+        data: Any = httpx.Response(200, content=body).json()
+    except ValueError:
+        return text, ""
+    error = data.get("error", data) if isinstance(data, dict) else data
+    if isinstance(error, dict):
+        return str(error.get("message") or text), str(error.get("code") or error.get("type") or "")
+    return str(error), ""
+
+
+def classify(status: int, message: str, code: str, *, retry_after: float | None = None) -> LLMError:
+    """The LLMError for an HTTP status and an (already redacted) provider message."""
+    lowered = f"{message} {code}".lower()
+    if status == 429:
+        return RateLimited(message, retry_after=retry_after)
+    if status >= 500 or status == 408:
+        return ProviderUnavailable(message, retry_after=retry_after)
+    if status in (401, 403):
+        return AuthError(message)
+    if status == 413 or any(word in lowered for word in _CONTEXT_WORDS):
+        return ContextOverflow(message)
+    if (
+        status == 404
+        or code == "model_not_found"
+        or ("model" in lowered and ("not found" in lowered or "does not exist" in lowered))
+    ):
+        return ModelNotFound(message)
+    return BadRequest(message)
+
+
+_ERROR_TYPE_STATUS = {
+    "rate_limit_error": 429,
+    "rate_limit_exceeded": 429,
+    "overloaded_error": 503,
+    "api_error": 500,
+    "server_error": 500,
+    "timeout_error": 504,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "invalid_request_error": 400,
+}
+
+
+def stream_error(provider: str, data: Any, secret: str | None) -> LLMError:
+    """Maps an error object that arrived inside a 200 stream; its status comes from
+    a numeric ``code`` or a known error type, else it counts as a server error."""
+    message, code = _error_text(httpx.Response(200, json=data).content)
+    if code.isdigit() and 400 <= int(code) < 600:
+        status = int(code)
+    else:
+        status = _ERROR_TYPE_STATUS.get(code.lower(), 400 if code else 500)
+    return classify(status, redact(f"{provider} stream error: {message}", secret), code)
+
+
+def error_from_response(provider: str, response: httpx.Response, secret: str | None) -> LLMError:
+    """Reads (a bounded amount of) an error body and maps it; the body may echo the key."""
+    try:
+        body = response.read()[:8192]
+    except httpx.HTTPError:
+        body = b""
+    message, code = _error_text(body)
+    message = redact(f"{provider} HTTP {response.status_code}: {message or response.reason_phrase}", secret)
+    return classify(response.status_code, message, code, retry_after=parse_retry_after(response.headers))
+
+
+def error_from_transport(provider: str, exc: httpx.TransportError, secret: str | None) -> LLMError:
+    detail = redact(f"{provider} {type(exc).__name__}: {exc}", secret)
+    if isinstance(exc, httpx.TimeoutException):
+        return StreamStalled(detail)
+    return ProviderUnavailable(detail)
+
+
+class HttpEventStream:
+    """The iterator a network provider's ``stream()`` returns.
+
+    It behaves like the generator it wraps (``next``, ``close`` from the thread
+    that iterates) and adds ``abort()``, which is safe from any thread: it shuts
+    the socket of the in-flight response down so that a read blocked in
+    ``iter_bytes`` returns at once. The generator is lazy: nothing is sent until
+    the first ``next()``.
+    """
+
+    def __init__(self, events: Callable[[HttpEventStream], Iterator[StreamEvent]]) -> None:
+        self._lock = threading.Lock()
+        self._response: httpx.Response | None = None
+        self._aborted = False
+        self._events = events(self)
+
+    def __iter__(self) -> HttpEventStream:
+        return self
+
+    def __next__(self) -> StreamEvent:
+        return next(self._events)
+
+    def close(self) -> None:
+        close = getattr(self._events, "close", None)
+        if close is not None:
+            close()
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
+
+    def attach(self, response: httpx.Response) -> None:
+        """Called by the generator once the response is open."""
+        with self._lock:
+            self._response = response
+            aborted = self._aborted
+        if aborted:
+            _shutdown(response)
+
+    def abort(self) -> None:
+        with self._lock:
+            self._aborted = True
+            response = self._response
+        if response is not None:
+            _shutdown(response)
+
+
+def _shutdown(response: httpx.Response) -> None:
+    stream = response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is None:
+        return
+    try:
+        # socket.socket.shutdown, not SSLSocket.shutdown: the latter also drops the
+        # SSL object that the reading thread is still using.
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def stream_response(
+    handle: HttpEventStream,
+    provider: str,
+    spec: ModelSpec,
+    url: str,
+    headers: dict[str, str],
+    body: dict[str, Any],
+    secret: str | None,
+    transport: httpx.BaseTransport | None,
+) -> Generator[bytes, None, None]:
+    """POSTs ``body`` and yields raw body bytes, with errors mapped."""
+    try:
+        with (
+            httpx.Client(timeout=timeouts(spec, streaming=True), transport=transport) as client,
+            client.stream("POST", url, json=body, headers=headers) as response,
+        ):
+            handle.attach(response)
+            if response.status_code >= 400:
+                raise error_from_response(provider, response, secret)
+            yield from response.iter_bytes()
+    except httpx.TransportError as exc:
+        if handle.aborted:
+            raise StreamStalled(f"{provider} stream aborted") from None
+        raise error_from_transport(provider, exc, secret) from None
+
+
+def post_json(
+    provider: str,
+    spec: ModelSpec,
+    url: str,
+    headers: dict[str, str],
+    body: dict[str, Any],
+    secret: str | None,
+    transport: httpx.BaseTransport | None,
+) -> Any:
+    """A non-streaming POST, bounded by ``spec.deadline``; returns the parsed JSON."""
+    try:
+        with httpx.Client(timeout=timeouts(spec, streaming=False), transport=transport) as client:
+            response = client.post(url, json=body, headers=headers)
+            if response.status_code >= 400:
+                raise error_from_response(provider, response, secret)
+            return response.json()
+    except httpx.TransportError as exc:
+        raise error_from_transport(provider, exc, secret) from None
+    except ValueError as exc:
+        raise ProviderUnavailable(f"{provider} returned a body that is not JSON") from exc
