@@ -67,13 +67,18 @@ def compile_canvas(plan_id: str, phases: Sequence[PhaseRecord], ready: Sequence[
     return Canvas(plan_id, tuple(lanes))
 
 
+def shadow_name(key: str) -> str:
+    return f"{RUN_PHASE}[{key}]"
+
+
 def to_signature(canvas: Canvas, app: Any) -> Any:
     """The Celery signature for a canvas; tasks are sent by registered name."""
     from celery import chain, chord
 
     def run(r: Run) -> Any:
+        # ``shadow``: the name Flower and worker logs show (conclave.run_phase[r1.dana])
         return app.signature(RUN_PHASE, kwargs={"plan_id": canvas.plan_id, "phase_id": r.phase_id,
-                                                "phase_key": r.key}, immutable=True)
+                                                "phase_key": r.key}, immutable=True, shadow=shadow_name(r.key))
 
     advance = app.signature(ADVANCE, kwargs={"plan_id": canvas.plan_id}, immutable=True)
     lanes = [chain(*[run(r) for r in lane]) if len(lane) > 1 else run(lane[0]) for lane in canvas.lanes]

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from orchestrator.errors import ConclaveError, InvalidPlan, PlanNotFound
 from orchestrator.logs import configure
@@ -24,7 +25,7 @@ from orchestrator.views import PlanView
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT = {"completed": 0, "cancelled": 130}
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def _settings() -> Settings:
@@ -40,10 +41,10 @@ def _errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except ConclaveError as exc:
-            err.print(f"[red]error[/red] [{exc.code}] {exc.message}", highlight=False)
+            err.print(f"[red]error[/red] {escape(f'[{exc.code}] {exc.message}')}", highlight=False)
             if isinstance(exc, InvalidPlan) and isinstance(exc.details, list):
                 for d in exc.details[1:6]:
-                    err.print(f"  {d['field'] or '(plan)'}: {d['message']}", highlight=False)
+                    err.print(escape(f"  {d['field'] or '(plan)'}: {d['message']}"), highlight=False)
             sys.exit(2 if isinstance(exc, InvalidPlan | PlanNotFound) else 1)
 
     return wrapper  # type: ignore[return-value]
@@ -88,7 +89,7 @@ def run(plan: str, as_json: bool, timeout: float | None) -> None:
 
     With no CONCLAVE_BROKER_URL it runs embedded: a SQLite file and an in-process worker."""
     settings = _settings()
-    configure("ERROR" if settings.embedded else settings.log_level, stream=sys.stderr)
+    configure("ERROR" if settings.embedded else "WARNING", stream=sys.stderr)
     from orchestrator.schema import load_plan
 
     load_plan(plan, max_bytes=settings.max_plan_bytes)  # validate before starting anything
@@ -264,6 +265,21 @@ def beat() -> None:
     app.start(["beat", "--loglevel", _settings().log_level])
 
 
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
+def api(host: str, port: int) -> None:
+    """Serve the HTTP API (docs/api.md). With CONCLAVE_API_TOKEN set, /v1 needs a bearer token."""
+    import uvicorn
+
+    from orchestrator.api import create_app
+
+    settings = _settings()
+    configure(settings.log_level, stream=sys.stderr)
+    uvicorn.run(create_app(settings), host=host, port=port, log_config=None, timeout_graceful_shutdown=5,
+                server_header=False)
+
+
 @cli.group()
 def db() -> None:
     """Database migrations."""
@@ -285,3 +301,5 @@ def db_upgrade(revision: str) -> None:
 
 def main() -> None:
     cli()
+if __name__ == "__main__":
+    main()

@@ -3,11 +3,19 @@
     ConclaveError                 conclave.error          HTTP 500 / exit 1
     ├── InvalidPlan               plan.invalid            422 / exit 2   (names the field)
     ├── PlanNotFound              plan.not_found          404 / exit 2
+    │   └── PhaseNotFound         phase.not_found         404
     ├── PlanConflict              plan.conflict           409 / exit 1
     │   ├── ResumeInProgress      plan.resume_in_progress 409
+    │   ├── NotReady              plan.not_ready          409            (no result yet)
     │   └── CapacityExceeded      plan.capacity_exceeded  429
     ├── ServiceUnavailable        service.unavailable     503 / exit 1
-    └── WaitTimeout               plan.wait_timeout       408 / exit 1
+    ├── WaitTimeout               plan.wait_timeout       408 / exit 1
+    ├── InvalidRequest            request.invalid         422            (HTTP: names the field)
+    │   ├── MalformedBody         request.malformed       400
+    │   ├── BodyTooLarge          request.too_large       413
+    │   └── UnsupportedMediaType  request.unsupported_media_type 415
+    ├── Unauthorized              auth.unauthorized       401
+    └── TooManyStreams            request.too_many_streams 429
 
 Storage errors are translated here (``raise … from``); SQLAlchemy names never
 reach the API or the CLI.
@@ -70,6 +78,14 @@ class CapacityExceeded(PlanConflict):
     http_status = 429
 
 
+class PhaseNotFound(PlanNotFound):
+    code = "phase.not_found"
+
+
+class NotReady(PlanConflict):
+    code = "plan.not_ready"
+
+
 class ServiceUnavailable(ConclaveError):
     code = "service.unavailable"
     http_status = 503
@@ -78,6 +94,39 @@ class ServiceUnavailable(ConclaveError):
 class WaitTimeout(ConclaveError):
     code = "plan.wait_timeout"
     http_status = 408
+
+
+class InvalidRequest(ConclaveError):
+    """An HTTP request that is wrong apart from the plan in it (a header, a query
+    parameter, a path segment, the body's encoding). ``details`` names the field."""
+
+    code = "request.invalid"
+    http_status = 422
+
+
+class MalformedBody(InvalidRequest):
+    code = "request.malformed"
+    http_status = 400
+
+
+class BodyTooLarge(InvalidRequest):
+    code = "request.too_large"
+    http_status = 413
+
+
+class UnsupportedMediaType(InvalidRequest):
+    code = "request.unsupported_media_type"
+    http_status = 415
+
+
+class Unauthorized(ConclaveError):
+    code = "auth.unauthorized"
+    http_status = 401
+
+
+class TooManyStreams(ConclaveError):
+    code = "request.too_many_streams"
+    http_status = 429
 
 
 @contextmanager

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -51,6 +51,8 @@ class Settings(BaseSettings):
     offline_latency: float = Field(0.02, ge=0, description="Offline provider: seconds between chunks")
 
     log_level: str = Field("INFO", description="Log level of entry points")
+    api_token: SecretStr | None = Field(
+        None, description="If set, every /v1 HTTP route requires `Authorization: Bearer <token>`")
 
     @model_validator(mode="after")
     def _derive(self) -> Settings:

@@ -1,0 +1,163 @@
+"""Every HTTP error is JSON ``{"error": {"code", "message", "details"}}``.
+
+:class:`~orchestrator.errors.ConclaveError` subclasses answer with their
+``http_status``; anything unexpected is logged with its traceback and answered
+with a generic 500 that carries only a request id. Server-side failures never put
+driver messages, hosts or stack frames in a response body.
+
+Two ASGI middlewares sit outside the router: :class:`CatchAll` (the last line:
+no exception reaches uvicorn, every response carries ``X-Request-ID``) and
+:class:`BearerAuth` (when ``CONCLAVE_API_TOKEN`` is set, every ``/v1`` request
+needs it — checked before any body is read, compared in constant time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import uuid
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from orchestrator.errors import ConclaveError, ServiceUnavailable, Unauthorized
+
+log = logging.getLogger("orchestrator.api")
+
+HTTP_CODES = {400: "http.bad_request", 404: "http.not_found", 405: "http.method_not_allowed",
+              413: "http.too_large", 415: "http.unsupported_media_type"}
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details}}
+
+
+def conclave_error_response(exc: ConclaveError) -> JSONResponse:
+    status = exc.http_status
+    message, details = exc.message, exc.details
+    if isinstance(exc, ServiceUnavailable):
+        # "database unavailable: <driver text>" — keep the first part, log the rest
+        log.warning("%s", exc.message, extra={"action": "api.unavailable"})
+        message, details = exc.message.split(":", 1)[0], None
+    elif status >= 500:
+        log.error("server error %s: %s", exc.code, exc.message, exc_info=exc, extra={"action": "api.error"})
+        message, details = "internal error", None
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(error_body(exc.code, message, details), status_code=status, headers=headers)
+
+
+async def _on_conclave_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ConclaveError)
+    return conclave_error_response(exc)
+
+
+async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    details = [{"field": ".".join(str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "header")),
+                "message": str(err.get("msg", "invalid"))} for err in exc.errors()]
+    first = details[0] if details else {"field": "", "message": "invalid request"}
+    return JSONResponse(error_body("request.invalid", f"{first['field']}: {first['message']}", details),
+                        status_code=422)
+
+
+async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    status = exc.status_code
+    field = "method" if status == 405 else "path"
+    code = HTTP_CODES.get(status, f"http.{status}")
+    message = {404: "no such route", 405: f"method {request.method} not allowed here"}.get(status, str(exc.detail))
+    return JSONResponse(error_body(code, message, [{"field": field, "message": message}]), status_code=status,
+                        headers=exc.headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ConclaveError, _on_conclave_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, _on_http_error)
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
+    payload = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
+                            *headers]})
+    await send({"type": "http.response.body", "body": payload})
+
+
+class CatchAll:
+    """Outermost middleware: a request id on every response; an unexpected exception
+    becomes a logged, generic 500 (or, mid-stream, a logged end of the stream)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = uuid.uuid4().hex[:16]
+        started = False
+
+        async def tagged_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", rid.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tagged_send)
+        except Exception:
+            log.exception("unhandled error in %s %s (request %s)", scope.get("method"), scope.get("path"), rid,
+                          extra={"action": "api.error"})
+            if not started:
+                await _send_json(send, 500, error_body("internal", "internal error", {"request_id": rid}),
+                                 [(b"x-request-id", rid.encode())])
+
+
+class BearerAuth:
+    """``Authorization: Bearer <token>`` on every ``/v1`` path when a token is configured.
+
+    Fails closed: a configured but empty token refuses every request.
+    """
+
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app = app
+        self.required = token is not None
+        token = (token or "").strip()  # a token read from a file often ends in a newline
+        self._digest = hashlib.sha256(token.encode()).digest() if token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not self.required or not (path == "/v1" or path.startswith("/v1/")):
+            await self.app(scope, receive, send)
+            return
+        problem = self._check(scope)
+        if problem is None:
+            await self.app(scope, receive, send)
+            return
+        exc = Unauthorized("authentication required: send Authorization: Bearer <token>",
+                           details=[{"field": "Authorization", "message": problem}])
+        response = conclave_error_response(exc)
+        await response(scope, receive, send)
+
+    def _check(self, scope: Scope) -> str | None:
+        values = [v for k, v in scope.get("headers", []) if k.lower() == b"authorization"]
+        if not values:
+            return "missing"
+        if len(values) > 1:
+            return "more than one Authorization header"
+        scheme, _, given = values[0].strip().partition(b" ")
+        if scheme.lower() != b"bearer" or not given.strip():
+            return "not a bearer token"
+        if self._digest is None:
+            return "the server's token is empty; every request is refused"
+        if not hmac.compare_digest(hashlib.sha256(given.strip()).digest(), self._digest):
+            return "wrong token"
+        return None

@@ -1,0 +1,135 @@
+"""``GET /v1/plans/{id}/events``: a plan's stored events as Server-Sent Events, with
+live text chunks in between.
+
+Stored events are the record: each is sent with ``id:`` = its stored id, so a
+client that reconnects with ``Last-Event-ID`` (or ``?after=``) gets exactly the
+events after it. The database is polled every ``poll`` seconds, and at once when
+the bus announces a transition. Chunks come from the bus only; they are not
+stored, so they carry no ``id:`` (a reconnecting client resumes from the last
+stored event and may miss chunks — the phase's full text is at
+``/phases/{key}/content``). The stream ends once the plan is final and every
+event up to its end was sent.
+
+Blocking calls run in the thread pool one short step at a time (a non-blocking
+drain of the subscription, one query), so an idle stream holds no thread; the
+number of open streams is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from starlette.concurrency import run_in_threadpool
+
+from orchestrator.bus import Bus, Subscription
+from orchestrator.coordinator import Coordinator
+from orchestrator.errors import PlanNotFound, ServiceUnavailable, TooManyStreams
+from storage.records import EventRecord
+
+log = logging.getLogger("orchestrator.api")
+
+PAGE = 500
+MAX_DRAIN = 1000
+
+
+def stored_event(e: EventRecord) -> str:
+    data = {"id": e.id, "type": e.type, "phase": e.phase_key, "data": e.data, "created_at": e.created_at.isoformat()}
+    return f"id: {e.id}\nevent: {_field(e.type)}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+def chunk_event(message: dict[str, Any]) -> str:
+    return f"event: chunk\ndata: {json.dumps(message, separators=(',', ':'))}\n\n"
+
+
+def _field(value: str) -> str:
+    return value.replace("\r", " ").replace("\n", " ")
+
+
+def _drain(sub: Subscription) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    while len(out) < MAX_DRAIN:
+        msg = sub.get(0)
+        if msg is None:
+            break
+        out.append(msg)
+    return out
+
+
+class EventStreams:
+    def __init__(self, coordinator: Coordinator, bus: Bus, *, max_streams: int = 256, poll: float = 0.5,
+                 tick: float = 0.1, keepalive: float = 10.0) -> None:
+        self.coordinator = coordinator
+        self.bus = bus
+        self.max_streams = max_streams
+        self.poll = poll
+        self.tick = tick
+        self.keepalive = keepalive
+        self.open = 0  # touched only on the event loop
+
+    def check_capacity(self) -> None:
+        if self.open >= self.max_streams:
+            raise TooManyStreams(f"{self.open} event streams are open, the limit is {self.max_streams}",
+                                 details=[{"field": "path", "message": "too many open event streams"}])
+
+    def _read(self, plan_id: str, after: int) -> tuple[bool, list[EventRecord]]:
+        # status first: if the plan was final before the events were read, they include its end
+        final = self.coordinator.get_plan(plan_id).final
+        return final, self.coordinator.list_events(plan_id, after=after, limit=PAGE)
+
+    async def stream(self, plan_id: str, after: int) -> AsyncIterator[str]:
+        self.open += 1
+        sub: Subscription | None = None
+        try:
+            sub = await run_in_threadpool(self.bus.subscribe, plan_id)  # before the first read: no gap
+            yield "retry: 2000\n\n"
+            last, pending = after, deque[dict[str, Any]]()
+            next_poll, last_write = 0.0, time.monotonic()
+            while True:
+                if time.monotonic() >= next_poll:
+                    try:
+                        final, events = await run_in_threadpool(self._read, plan_id, last)
+                    except ServiceUnavailable as exc:
+                        log.warning("event stream: %s", exc.message, extra={"action": "api.stream_retry"})
+                        next_poll = time.monotonic() + 2.0
+                        final, events = False, []
+                    except PlanNotFound:
+                        return
+                    for e in events:
+                        yield stored_event(e)
+                        last = e.id
+                    if events:
+                        last_write = time.monotonic()
+                    if final and len(events) < PAGE:
+                        return
+                    if len(events) == PAGE:
+                        continue
+                    next_poll = max(next_poll, time.monotonic() + self.poll)
+                if not pending:
+                    pending.extend(await run_in_threadpool(_drain, sub))
+                wrote = False
+                while pending:
+                    msg = pending.popleft()
+                    if msg.get("type") == "chunk":
+                        yield chunk_event(msg)
+                        wrote = True
+                    else:  # a transition was committed: read its stored event before later chunks
+                        next_poll = 0.0
+                        break
+                if wrote:
+                    last_write = time.monotonic()
+                elif next_poll > 0.0:
+                    if time.monotonic() - last_write >= self.keepalive:
+                        yield ": keep-alive\n\n"
+                        last_write = time.monotonic()
+                    await anyio.sleep(self.tick)
+        finally:
+            self.open -= 1
+            if sub is not None:
+                with anyio.CancelScope(shield=True):
+                    await run_in_threadpool(sub.close)

@@ -1,0 +1,117 @@
+"""The HTTP API's input checks, error shapes and metrics text — no services needed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+
+from orchestrator import api_input as inp
+from orchestrator.api import create_app
+from orchestrator.api_ops import exposition
+from orchestrator.canvas import Canvas, Run, to_signature
+from orchestrator.celery_app import build_app
+from orchestrator.errors import BodyTooLarge, InvalidRequest, MalformedBody
+from orchestrator.settings import Settings
+
+
+def test_plain_keeps_json_values_and_order() -> None:
+    data = {"b": [1, 2.5, True, None, "x"], "a": {"z": 1, "y": 2}}
+    out = inp.plain(data, max_chars=10_000)
+    assert out == data and list(out) == ["b", "a"] and list(out["a"]) == ["z", "y"]
+
+
+@pytest.mark.parametrize(("value", "field"), [
+    ({"title": "a\x00b"}, "title"),
+    ({"experts": [{"name": "\ud800"}]}, "experts[0].name"),
+    ({"rounds": float("inf")}, "rounds"),
+    ({"models": {"m": {1: "x"}}}, "models.m"),
+    ({"title": b"bytes"}, "title"),
+    ({"tags": {1, 2}}, "tags"),
+])
+def test_plain_names_the_bad_field(value: Any, field: str) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        inp.plain(value, max_chars=10_000)
+    assert info.value.details[0]["field"] == field
+
+
+def test_plain_bounds_depth_and_expansion() -> None:
+    deep: Any = "x"
+    for _ in range(inp.MAX_DEPTH + 5):
+        deep = [deep]
+    with pytest.raises(InvalidRequest):
+        inp.plain(deep, max_chars=10_000)
+    shared = ["y" * 100] * 10
+    bomb = [shared] * 1000  # 10,000 references to one small list
+    with pytest.raises(BodyTooLarge):
+        inp.plain({"bomb": bomb}, max_chars=50_000)
+
+
+def test_parse_document_errors_name_position_without_echo() -> None:
+    with pytest.raises(MalformedBody) as info:
+        inp.parse_document(b'{"title": "sk-secret", }', "application/json", max_bytes=10_000)
+    assert "line 1" in info.value.message and "sk-secret" not in str(info.value.to_dict())
+    with pytest.raises(MalformedBody) as info:
+        inp.parse_document(b"title: sk-secret\n  bad: [", "application/yaml", max_bytes=10_000)
+    assert "line" in info.value.message and "sk-secret" not in str(info.value.to_dict())
+    assert inp.parse_document(b"when: 2024-05-01\n", "application/yaml", max_bytes=10_000) == {"when": "2024-05-01"}
+
+
+@pytest.mark.parametrize("raw", ["abc", "-1", "1.0", "9223372036854775808", "9" * 30, ""])
+def test_event_id_rejects(raw: str) -> None:
+    with pytest.raises(InvalidRequest):
+        inp.event_id(raw, "Last-Event-ID")
+
+
+def test_event_id_accepts() -> None:
+    assert inp.event_id(None, "after") is None
+    assert inp.event_id(" 42 ", "after") == 42
+    assert inp.event_id("9223372036854775807", "after") == 2**63 - 1
+
+
+def test_exposition_is_prometheus_text() -> None:
+    text = exposition({"plans": {"running": 2, "completed": 1}, "phases": {"pending": 3},
+                       "usage": [("provider", True, 10, 5, 2), ("estimated", False, 7, 0, 1)]})
+    assert "# TYPE conclave_plans gauge" in text
+    assert 'conclave_plans{status="running"} 2' in text and 'conclave_plans{status="failed"} 0' in text
+    assert 'conclave_usage_tokens{source="provider",direction="output",counted="true"} 5' in text
+    assert 'conclave_usage_tokens{source="estimated",direction="input",counted="false"} 7' in text
+    assert "conclave_model_calls 3" in text and text.endswith("\n")
+
+
+def test_run_phase_has_a_readable_shadow_name() -> None:
+    app = build_app(Settings())
+    sig = to_signature(Canvas("p", ((Run("id-1", "r1.dana"),),)), app)
+    run = sig.tasks[0]
+    assert run.task == "conclave.run_phase" and run.options["shadow"] == "conclave.run_phase[r1.dana]"
+    assert run.kwargs == {"plan_id": "p", "phase_id": "id-1", "phase_key": "r1.dana"}
+
+
+class _Exploding:
+    """A client whose every read fails like a bug would."""
+
+    coordinator = None
+    bus = None
+    db = None
+
+    def get(self, ref: str) -> Any:
+        raise RuntimeError("boom at /srv/conclave/secret-path password=hunter2")
+
+
+def test_unexpected_errors_are_a_generic_json_500() -> None:
+    app = create_app(Settings(), client=_Exploding())  # type: ignore[arg-type]
+
+    async def get() -> httpx.Response:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+                return await http.get("/v1/plans/abc")
+
+    r = asyncio.run(get())
+    assert r.status_code == 500
+    body = r.json()
+    assert body["error"]["code"] == "internal" and body["error"]["message"] == "internal error"
+    assert body["error"]["details"]["request_id"] == r.headers["x-request-id"]
+    assert "boom" not in r.text and "hunter2" not in r.text and "Traceback" not in r.text
