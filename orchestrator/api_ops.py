@@ -13,14 +13,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
-from sqlalchemy import func, select
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.api_errors import error_body
 from orchestrator.errors import storage_boundary
 from storage import Database
 from storage import plans as plans_repo
-from storage.models import PHASE_FINAL, PLAN_FINAL, Phase, Plan, UsageRow
+from storage.models import PHASE_FINAL, PLAN_FINAL
+from storage.stats import FleetStats, fleet_stats
 
 log = logging.getLogger("orchestrator.api")
 
@@ -64,19 +64,12 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ready", "checks": checks})
 
 
-# Aggregate counts over all plans. There is no repository for them yet; they are
-# read-only GROUP BYs that belong in a ``storage/stats.py`` when storage next opens.
-def collect(db: Database) -> dict[str, Any]:
-    with storage_boundary(), db.transaction() as s:
-        plans = dict(s.execute(select(Plan.status, func.count()).group_by(Plan.status)).tuples().all())
-        phases = dict(s.execute(select(Phase.status, func.count()).group_by(Phase.status)).tuples().all())
-        usage = s.execute(select(UsageRow.source, UsageRow.counted, func.coalesce(func.sum(UsageRow.input_tokens), 0),
-                                 func.coalesce(func.sum(UsageRow.output_tokens), 0), func.count())
-                          .group_by(UsageRow.source, UsageRow.counted)).tuples().all()
-    return {"plans": plans, "phases": phases, "usage": usage}
+def collect(db: Database) -> FleetStats:
+    with storage_boundary():
+        return fleet_stats(db)
 
 
-def exposition(stats: dict[str, Any]) -> str:
+def exposition(stats: FleetStats) -> str:
     lines: list[str] = []
 
     def family(name: str, kind: str, help_: str, samples: list[tuple[dict[str, str], int]]) -> None:
@@ -85,7 +78,7 @@ def exposition(stats: dict[str, Any]) -> str:
             rendered = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
             lines.append(f"{name}{{{rendered}}} {value}" if rendered else f"{name} {value}")
 
-    plans, phases = stats["plans"], stats["phases"]
+    plans, phases = stats.plans_by_status, stats.phases_by_status
     family("conclave_plans", "gauge", "Plans by status.",
            [({"status": s}, int(plans.get(s, 0))) for s in sorted({*PLAN_STATUSES, *plans})])
     family("conclave_phases", "gauge", "Phases by status.",
@@ -93,11 +86,11 @@ def exposition(stats: dict[str, Any]) -> str:
     tokens = {(src, d, c): 0 for src in ("provider", "estimated") for d in ("input", "output")
               for c in ("true", "false")}
     calls = 0
-    for source, counted, tin, tout, n in stats["usage"]:
-        src, c = ("provider" if source == "provider" else "estimated"), ("true" if counted else "false")
-        calls += int(n)
-        tokens[(src, "input", c)] += int(tin)
-        tokens[(src, "output", c)] += int(tout)
+    for g in stats.usage:
+        src, c = ("provider" if g.source == "provider" else "estimated"), ("true" if g.counted else "false")
+        calls += g.calls
+        tokens[(src, "input", c)] += g.input_tokens
+        tokens[(src, "output", c)] += g.output_tokens
     family("conclave_usage_tokens", "gauge",
            "Tokens on record by who counted them (provider report or estimate), direction, and whether "
            "they are the cost of a completed attempt (counted) or of one running, dead or fenced out.",

@@ -15,6 +15,7 @@ from orchestrator.canvas import Canvas, Run, to_signature
 from orchestrator.celery_app import build_app
 from orchestrator.errors import BodyTooLarge, InvalidRequest, MalformedBody
 from orchestrator.settings import Settings
+from storage.stats import FleetStats, UsageGroup
 
 
 def test_plain_keeps_json_values_and_order() -> None:
@@ -72,8 +73,8 @@ def test_event_id_accepts() -> None:
 
 
 def test_exposition_is_prometheus_text() -> None:
-    text = exposition({"plans": {"running": 2, "completed": 1}, "phases": {"pending": 3},
-                       "usage": [("provider", True, 10, 5, 2), ("estimated", False, 7, 0, 1)]})
+    text = exposition(FleetStats({"running": 2, "completed": 1}, {"pending": 3},
+                                 [UsageGroup("provider", True, 10, 5, 2), UsageGroup("estimated", False, 7, 0, 1)]))
     assert "# TYPE conclave_plans gauge" in text
     assert 'conclave_plans{status="running"} 2' in text and 'conclave_plans{status="failed"} 0' in text
     assert 'conclave_usage_tokens{source="provider",direction="output",counted="true"} 5' in text
