@@ -137,6 +137,10 @@ def complete_phase(
     Returns "completed", "cancelled" (the plan was cancelled while the model ran),
     or "fenced" (another attempt owns the phase; nothing was written).
     ``insertion`` is applied only when fewer than ``max_groups`` groups of that kind exist.
+
+    Idempotent for its own attempt: when a previous call committed but its
+    caller never heard back (the connection dropped after COMMIT) and retries,
+    the stored outcome of this attempt is returned and nothing is written again.
     """
     now = utcnow()
     try:
@@ -147,6 +151,8 @@ def complete_phase(
             plan = s.get(Plan, plan_id, with_for_update=True)  # lock order: plan, then phase
             row = s.get(Phase, phase_id, with_for_update=True)
             assert plan is not None and row is not None
+            if row.attempt == attempt and row.status in ("completed", "cancelled"):
+                return row.status  # this attempt's own completion, committed by an earlier try
             if row.attempt != attempt or row.status != "running":
                 return "fenced"
             if plan.cancel_requested:

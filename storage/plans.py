@@ -15,6 +15,9 @@ from storage.errors import Busy, CapacityExceeded, Conflict, NotFound
 from storage.models import PLAN_FINAL, Event, Phase, Plan, utcnow
 from storage.records import NewPhase, PhaseRecord, PlanRecord, snapshot
 
+# Serialises the capacity check with the insert (SQLite's BEGIN IMMEDIATE already does).
+_CAPACITY_LOCK = 0x636F6E636C617665  # "conclave"
+
 
 @dataclass(frozen=True)
 class PlanState:
@@ -40,7 +43,9 @@ def create_plan(
     Idempotent per ``task_id``: a second submission with the same id returns the
     first plan (``created`` False) when its spec is identical, and raises
     :class:`Conflict` when it differs. Refuses with :class:`CapacityExceeded`
-    when ``max_active`` plans are already running.
+    when ``max_active`` plans are already running — also when submissions race:
+    the count and the insert are serialised by a database lock, so concurrent
+    submissions from many processes never exceed the limit.
     """
     if task_id is not None:
         existing = _by_task_id(db, task_id)
@@ -49,6 +54,8 @@ def create_plan(
     plan_id = str(uuid.uuid4())
     try:
         with db.transaction() as s:
+            if db.dialect == "postgresql":  # count and insert as one step across processes
+                s.execute(select(func.pg_advisory_xact_lock(_CAPACITY_LOCK)))
             active = s.scalar(select(func.count()).select_from(Plan).where(Plan.status == "running")) or 0
             if active >= max_active:
                 raise CapacityExceeded(
@@ -167,13 +174,18 @@ def acquire_resume_guard(db: Database, plan_id: str, owner: str, hold: timedelta
 
 def reopen(db: Database, plan_id: str, *, retry_failed: bool) -> list[str]:
     """Prepare a plan for resume; with ``retry_failed``, failed phases (and the phases
-    skipped because of them) go back to pending and the retry is recorded on each."""
+    skipped because of them) go back to pending and the retry is recorded on each.
+
+    Only a plan that is running or ended failed / budget_exhausted is reopened: a
+    completed or cancelled plan is final for good, and its phases are left alone
+    (never a pending phase under a final plan). Returns the keys reset."""
     with db.transaction() as s:
         plan = s.get(Plan, plan_id, with_for_update=True)
         if plan is None:
             raise NotFound(f"no plan {plan_id!r}")
         reset: list[str] = []
-        if retry_failed and not plan.cancel_requested:
+        reopenable = plan.status in ("running", "failed", "budget_exhausted") and not plan.cancel_requested
+        if retry_failed and reopenable:
             rows = s.scalars(select(Phase).where(Phase.plan_id == plan_id,
                                                  Phase.status.in_(("failed", "skipped")))).all()
             for ph in rows:

@@ -99,14 +99,23 @@ class WorkerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, wait: float = 30.0) -> WorkerProcess:
+        self.launch()
+        return self.wait_ready(wait)
+
+    def launch(self) -> WorkerProcess:
+        """Spawn the subprocess without waiting for it (start several, then wait_ready each)."""
         cmd = [sys.executable, "-m", "celery", "-A", "tasks", "worker", "--pool", "threads",
                "--concurrency", str(self.concurrency), "-Q", "conclave", "--hostname", f"{self.name}@%h",
                "--without-mingle", "--without-gossip", "--loglevel", "INFO"]
         if self.beat:
             cmd += ["-B", "--schedule", str(self.log_path.with_suffix(".beat"))]
-        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=settings_env(self.settings), stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, env=settings_env(self.settings), stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def wait_ready(self, wait: float = 30.0) -> WorkerProcess:
+        assert self.proc is not None
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if b" ready." in self.log_path.read_bytes():
@@ -133,6 +142,15 @@ class WorkerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
 
 @pytest.fixture()
 def workers(settings: Any, tmp_path: Path) -> Iterator[Any]:
@@ -144,6 +162,17 @@ def workers(settings: Any, tmp_path: Path) -> Iterator[Any]:
         started.append(w)
         return w
 
+    def start_many(n: int, **kwargs: Any) -> list[WorkerProcess]:
+        """Start ``n`` workers at once (``beat=True`` puts beat on the first only)."""
+        beat = kwargs.pop("beat", False)
+        chosen = kwargs.pop("settings", settings)
+        ws = [WorkerProcess(chosen, tmp_path, beat=beat and i == 0, **kwargs) for i in range(n)]
+        started.extend(ws)
+        for w in ws:
+            w.launch()
+        return [w.wait_ready() for w in ws]
+
+    start.many = start_many  # type: ignore[attr-defined]
     yield start
     for w in started:
         w.stop()
@@ -157,3 +186,79 @@ def client(settings: Any) -> Iterator[Any]:
     c = Conclave(settings, worker=False)
     yield c
     c.close()
+
+
+# ---------------------------------------------------------------- fault injection (durability tests)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """A private, disposable ``redis-server`` (no persistence, like a default install's
+    restart): tests may FLUSHALL it or kill and restart it without touching the
+    machine's shared Redis."""
+
+    def __init__(self, log_dir: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.log_path = log_dir / f"redis-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def url(self, db: int = 0) -> str:
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def start(self) -> RedisServer:
+        import redis
+
+        with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(
+                ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+                 "--appendonly", "no", "--dir", str(self.log_path.parent)],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if redis.Redis.from_url(self.url(), socket_timeout=1).ping():
+                    return self
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError(f"redis-server on {self.port} did not start")
+
+    def flushall(self) -> None:
+        import redis
+
+        redis.Redis.from_url(self.url(), socket_timeout=5).flushall()
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def restart(self, down_for: float = 0.0) -> None:
+        """SIGKILL and start again on the same port: it comes back empty."""
+        self.kill()
+        time.sleep(down_for)
+        self.start()
+
+
+@pytest.fixture()
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path).start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture()
+def private_settings(clean_db: str, redis_server: RedisServer) -> Any:
+    """Like ``settings``, but the broker, results and bus live on a private Redis
+    (override ``settings`` with it in a module to run ``workers``/``client`` there)."""
+    from orchestrator.settings import Settings
+
+    return Settings(database_url=clean_db, broker_url=redis_server.url(0), concurrency=8, lease_seconds=3.0,
+                    requeue_after=4.0, reconcile_interval=1.0, offline_latency=0.0, db_retry_seconds=30.0,
+                    resume_guard_seconds=10.0)
