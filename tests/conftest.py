@@ -86,6 +86,18 @@ def settings_env(settings: Any) -> dict[str, str]:
     return env
 
 
+def terminate(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a subprocess started with ``start_new_session``: SIGTERM its group, SIGKILL if it lingers."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
 class WorkerProcess:
     """A real ``celery -A tasks worker`` subprocess (optionally with beat)."""
 
@@ -131,13 +143,8 @@ class WorkerProcess:
             self.proc.wait(timeout=30)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
+        if self.proc is not None:
+            terminate(self.proc)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

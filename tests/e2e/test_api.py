@@ -4,9 +4,7 @@ real Postgres and Redis, real worker subprocesses, httpx as the client."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +19,7 @@ import pytest
 import redis
 import yaml
 
-from tests.conftest import ROOT, settings_env
+from tests.conftest import ROOT, settings_env, terminate
 
 BOARD_YAML = (ROOT / "examples" / "board.yaml").read_text()
 CONCLAVE = str(Path(sys.executable).parent / "conclave")
@@ -63,13 +61,7 @@ class ApiServer:
         raise RuntimeError(f"api not up in 30s: {self.log()[-2000:]}")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
+        terminate(self.proc)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
