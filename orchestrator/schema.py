@@ -262,21 +262,7 @@ def load_plan(source: str | Path | dict[str, Any] | BoardPlan | TeamPlan, *,
     """Load and validate a plan from a path, a YAML/JSON string, a mapping or a plan object."""
     if isinstance(source, BoardPlan | TeamPlan | dict):
         return parse_plan(source)
-    text: str
-    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
-                                    and source.endswith((".yaml", ".yml", ".json"))):
-        path = Path(source)
-        try:
-            size = path.stat().st_size
-        except OSError as exc:
-            raise InvalidPlan(f"cannot read plan file {str(path)!r}: {exc.strerror}",
-                              details=[{"field": "", "message": str(exc.strerror)}]) from None
-        if size > max_bytes:
-            raise InvalidPlan(f"plan file is {size} bytes, the limit is {max_bytes}",
-                              details=[{"field": "", "message": "too large"}])
-        text = path.read_text(encoding="utf-8", errors="replace")
-    else:
-        text = str(source)
+    text = _read_file(Path(source), max_bytes) if _is_path(source) else str(source)
     if len(text.encode()) > max_bytes:
         raise InvalidPlan(f"plan is larger than {max_bytes} bytes",
                           details=[{"field": "", "message": "too large"}])
@@ -286,6 +272,36 @@ def load_plan(source: str | Path | dict[str, Any] | BoardPlan | TeamPlan, *,
         raise InvalidPlan(f"plan is not valid YAML/JSON: {exc}",
                           details=[{"field": "", "message": "unparseable"}]) from None
     return parse_plan(data)
+
+
+def _is_path(source: str | Path) -> bool:
+    """A Path, or a one-line string that names a file rather than holding a plan: it
+    exists, has a plan file's suffix, or has no ``key: value`` in it."""
+    if isinstance(source, Path):
+        return True
+    if "\n" in source or source.lstrip().startswith(("{", "[")):
+        return False
+    try:
+        exists = Path(source).exists()
+    except (OSError, ValueError):  # too long or otherwise not a name a file could have
+        return False
+    return exists or source.endswith((".yaml", ".yml", ".json")) or ":" not in source
+
+
+def _read_file(path: Path, max_bytes: int) -> str:
+    try:
+        if not path.is_file():
+            problem = "it is a directory" if path.is_dir() else "no such file"
+            raise InvalidPlan(f"cannot read plan file {str(path)!r}: {problem}",
+                              details=[{"field": "", "message": problem}])
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise InvalidPlan(f"plan file is {size} bytes, the limit is {max_bytes}",
+                              details=[{"field": "", "message": "too large"}])
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InvalidPlan(f"cannot read plan file {str(path)!r}: {exc.strerror}",
+                          details=[{"field": "", "message": str(exc.strerror)}]) from None
 
 
 def dump_plan(plan: BoardPlan | TeamPlan) -> dict[str, Any]:

@@ -147,3 +147,16 @@ def test_skills_default_to_full_text() -> None:
     plan = load_plan(doc)
     assert isinstance(plan, BoardPlan)
     assert plan.experts[0].skills[0].mode == "full"
+
+
+def test_paths_that_are_not_plan_files_get_a_clear_error(tmp_path: Any) -> None:
+    assert "it is a directory" in rejected(str(tmp_path)).message
+    (tmp_path / "dir.yaml").mkdir()
+    assert "it is a directory" in rejected(str(tmp_path / "dir.yaml")).message
+    assert "no such file" in rejected("plan.txt").message
+    assert "no such file" in rejected(tmp_path / "nope" / "x.yaml").message
+    plan = tmp_path / "plan.txt"  # any name works when the file exists
+    import yaml
+
+    plan.write_text(yaml.safe_dump(BOARD))
+    assert load_plan(str(plan)).title == "t"
