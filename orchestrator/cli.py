@@ -15,6 +15,7 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import click
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
@@ -29,10 +30,14 @@ err = Console(stderr=True, soft_wrap=True)
 
 
 def _settings() -> Settings:
+    """Settings from the environment; a bad value exits 2 naming the variable."""
     try:
         return Settings()
-    except Exception as exc:  # pydantic ValidationError: name the variable
-        raise click.ClickException(f"invalid CONCLAVE_ setting: {exc}") from None
+    except ValidationError as exc:
+        for e in exc.errors():
+            name = "CONCLAVE_" + "_".join(str(part) for part in e["loc"]).upper()
+            err.print(escape(f"error [settings.invalid] {name}: {e['msg']}"), highlight=False)
+        sys.exit(2)
 
 
 def _errors(fn: F) -> F:

@@ -67,3 +67,11 @@ def test_team_plan_on_the_cluster_with_a_separate_worker(settings: Any, workers:
     finally:
         os.killpg(worker.pid, 15)
         worker.wait(timeout=20)
+
+
+def test_a_bad_setting_exits_2_naming_the_variable(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONCLAVE_")}
+    env["CONCLAVE_CONCURRENCY"] = "lots"
+    out = run_cli(["run", str(ROOT / "examples" / "board.yaml")], tmp_path, env=env)
+    assert out.returncode == 2
+    assert "CONCLAVE_CONCURRENCY" in out.stderr and "Traceback" not in out.stderr
