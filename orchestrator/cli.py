@@ -165,8 +165,9 @@ def status(plan_id: str, as_json: bool) -> None:
             click.echo(json.dumps(view.to_dict(), indent=2))
             return
         c = Console()
-        c.print(f"[bold]{view.title}[/bold]  {view.id}  [{view.status}]  {view.done}/{len(view.phases)} done  "
-                f"{view.usage.total_tokens:,} tokens" + (" (est.)" if view.usage.estimated else ""))
+        c.print(f"[bold]{escape(view.title)}[/bold]  {view.id}  {escape(f'[{view.status}]')}  "
+                f"{view.done}/{len(view.phases)} done  {view.usage.total_tokens:,} tokens"
+                + (" (est.)" if view.usage.estimated else ""), highlight=False)
         for p in view.phases:
             c.print(f"  {p.status:<10} {p.key:<28} {p.expert or '':<12} attempt {p.attempt}"
                     + (f"  {p.error_code}" if p.error_code else ""), highlight=False)

@@ -17,6 +17,7 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.markdown import Markdown
+from rich.markup import escape
 from rich.panel import Panel
 from rich.rule import Rule
 from rich.text import Text
@@ -89,7 +90,7 @@ class MeetingView:
         sub = self.conclave.subscribe(self.plan_id)
         view = self.conclave.get(self.plan_id)
         self.rounds = max((p.round or 0 for p in view.phases if p.kind == "turn"), default=0)
-        self.console.print(Rule(f"[bold]{view.title}[/bold]"))
+        self.console.print(Rule(f"[bold]{escape(view.title)}[/bold] · plan {view.id}"))
         self._print_cast(view)
         try:
             with Live(self._render(view), console=self.console, refresh_per_second=8, transient=True) as live:
@@ -144,8 +145,8 @@ class MeetingView:
                 text = self.conclave.phase_text(self.plan_id, p.key) or ""
                 note = " [yellow](stream broke: partial text)[/yellow]" if p.truncated else ""
                 style = "bold blue" if p.kind in CHAIR_KINDS else "bold"
-                self.console.print(Panel(Markdown(readable(text)), title=f"[{style}]{phase_title(p)}[/]{note}",
-                                         title_align="left", subtitle=f"[dim]{p.key}[/dim]",
+                self.console.print(Panel(Markdown(readable(text)), title=f"[{style}]{escape(phase_title(p))}[/]{note}",
+                                         title_align="left", subtitle=f"[dim]{escape(p.key)}[/dim]",
                                          subtitle_align="right", border_style=STATUS_STYLE[p.status]))
             elif p.status == "failed":
                 what = "missing" if p.kind == "turn" else "failed"
@@ -181,7 +182,7 @@ class MeetingView:
             tail = self.streams.get(p.key, "")[-600:]
             waited = now - self.seen_running[p.key]
             body = tail or f"… waiting for the first words ({waited:.0f}s)"
-            panels.append(Panel(Text(body, overflow="fold"), title=f"[cyan]{phase_title(p)}[/cyan] ▌",
+            panels.append(Panel(Text(body, overflow="fold"), title=f"[cyan]{escape(phase_title(p))}[/cyan] ▌",
                                 title_align="left", border_style="cyan",
                                 height=min(10, 3 + tail.count("\n") + len(tail) // 90)))
         return Group(*panels)

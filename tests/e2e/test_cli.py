@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +76,19 @@ def test_a_bad_setting_exits_2_naming_the_variable(tmp_path: Path) -> None:
     out = run_cli(["run", str(ROOT / "examples" / "board.yaml")], tmp_path, env=env)
     assert out.returncode == 2
     assert "CONCLAVE_CONCURRENCY" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_user_text_is_shown_literally_not_as_markup(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text((ROOT / "examples" / "board.yaml").read_text()
+                    .replace("title: Usage-based pricing for Ledgerly", "title: Pricing [red]draft[/red] [v2]")
+                    .replace("rounds: 2", "rounds: 1"))
+    live = run_cli(["run", str(plan)], tmp_path)
+    assert live.returncode == 0, live.stderr
+    assert "Pricing [red]draft[/red] [v2]" in live.stdout
+    shown = re.search(r"plan ([0-9a-f-]{36})", live.stdout)
+    assert shown, live.stdout[:500]  # the live view says which plan it is, for resume/cancel/status
+    plan_id = shown.group(1)
+    status = run_cli(["status", plan_id], tmp_path)
+    assert status.returncode == 0, status.stderr
+    assert "Pricing [red]draft[/red] [v2]" in status.stdout and "[completed]" in status.stdout
