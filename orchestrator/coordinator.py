@@ -267,10 +267,10 @@ class Coordinator:
     def claim(self, phase_id: str, owner: str) -> PhaseWork | None:
         """Claim a phase for this worker, or None when there is nothing to do."""
         with storage_boundary():
-            plan_id = phases.plan_of(self.db, phase_id)
-            if plan_id is None:
+            state = plans.state_of_phase(self.db, phase_id)
+            if state is None:
                 return None
-            state = plans.load_state(self.db, plan_id)
+            plan_id = state.plan.id
             by_key = state.by_key()
             phase = next((p for p in state.phases if p.id == phase_id), None)
             if phase is None or phase.final or state.plan.final:
@@ -284,7 +284,7 @@ class Coordinator:
             return None
         self.bus.publish(plan_id, {"type": "phase_started", "phase": phase.key, "expert": phase.expert,
                                    "kind": phase.kind, "round": phase.round, "attempt": claim.attempt,
-                                   **_progress(state.phases)})
+                                   "k": sum(1 for p in state.phases if p.final), "n": len(state.phases)})
         return PhaseWork(parse_plan(state.plan.spec), plan_id, claim.phase, claim.attempt,
                          dag.transitive_inputs(phase, by_key), state.phases)
 
@@ -368,29 +368,31 @@ class Coordinator:
                 insertion = debate_insertion(work.plan, work.phase, verdict, work.all_phases)
                 max_groups = work.plan.max_debates
         summary = text if len(text) <= self.settings.summary_chars else text[: self.settings.summary_chars] + "…"
-        data = {**self._progress_of(work), "attempt": work.attempt, "expert": work.phase.expert,
+        data = {"attempt": work.attempt, "expert": work.phase.expert,
                 "kind": work.phase.kind, "round": work.phase.round, "chars": len(text),
                 "truncated": completion.truncated, "fallback": completion.fallback,
                 "offloaded": len(text) > self.settings.inline_limit, "summary": summary}
-        outcome = self._durably(lambda: phases.complete_phase(
+        done = self._durably(lambda: phases.complete_phase(
             self.db, phase_id=work.phase.id, attempt=work.attempt, text=text, summary=summary,
             truncated=completion.truncated, event_data=data, insertion=insertion, max_groups=max_groups))
+        outcome = done.status
         if outcome == "fenced":
             log.warning("result discarded: another attempt owns the phase", extra={"action": "phase.fenced"})
             return outcome
-        self.bus.publish(work.plan_id, {"type": f"phase_{outcome}", "phase": work.key, **data})
+        self.bus.publish(work.plan_id, {"type": f"phase_{outcome}", "phase": work.key, **data, **done.progress})
         log.info("phase %s %s (%d chars)", work.key, outcome, len(text), extra={"action": f"phase.{outcome}"})
         return outcome
 
     def fail(self, work: PhaseWork, code: str, message: str) -> None:
         done = self._durably(lambda: phases.fail_phase(self.db, phase_id=work.phase.id, attempt=work.attempt,
                                                        code=code, message=message))
-        if done:
-            self.bus.publish(work.plan_id, {"type": "phase_failed", "phase": work.key, "expert": work.phase.expert,
-                                            "kind": work.phase.kind, "round": work.phase.round,
-                                            "error_code": code, "error": message[:300],
-                                            **self._progress_of(work)})
-            log.warning("phase %s failed: %s %s", work.key, code, message[:200], extra={"action": "phase.failed"})
+        if done.status != "fenced":
+            self.bus.publish(work.plan_id, {"type": f"phase_{done.status}", "phase": work.key,
+                                            "expert": work.phase.expert, "kind": work.phase.kind,
+                                            "round": work.phase.round, "error_code": code, "error": message[:300],
+                                            **done.progress})
+            log.warning("phase %s %s: %s %s", work.key, done.status, code, message[:200],
+                        extra={"action": f"phase.{done.status}"})
 
     def renew(self, held: Sequence[tuple[str, int]]) -> dict[str, bool]:
         with storage_boundary():
@@ -399,16 +401,6 @@ class Coordinator:
     def publish_text(self, work: PhaseWork, seq: int, text: str) -> None:
         self.bus.publish(work.plan_id, {"type": "chunk", "phase": work.key, "expert": work.phase.expert,
                                         "seq": seq, "text": text})
-
-    def _progress_of(self, work: PhaseWork) -> dict[str, int]:
-        """``k`` of ``n`` phases final once this one is, for watchers (best effort: two
-        phases finishing at the same moment may report the same ``k``)."""
-        try:
-            with storage_boundary():
-                stored = plans.load_state(self.db, work.plan_id).phases
-        except ServiceUnavailable:
-            return {}
-        return _progress(stored, finishing=work.phase.id)
 
     def _durably(self, write: Callable[[], T]) -> T:
         """Retry a result write while the database is unavailable (with backoff, up to
@@ -426,9 +418,3 @@ class Coordinator:
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-
-def _progress(stored: Sequence[PhaseRecord], finishing: str | None = None) -> dict[str, int]:
-    """Progress as watchers show it: ``k`` of ``n`` phases final (``finishing`` counted as
-    final). ``n`` grows when a debate is inserted."""
-    k = sum(1 for p in stored if p.final or p.id == finishing)
-    return {"k": k, "n": len(stored)}

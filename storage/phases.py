@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import case, func, or_, select, update
 
 from storage.db import Database
-from storage.models import Content, Event, Phase, Plan, UsageRow, utcnow
+from storage.models import PHASE_FINAL, Content, Event, Phase, Plan, UsageRow, utcnow
 from storage.records import NewPhase, PhaseRecord, snapshot
 
 
@@ -118,6 +118,28 @@ class Insertion:
     event: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Finished:
+    """How a completing or failing write ended, and the plan's progress right after it:
+    ``k`` of ``n`` phases final (``n`` grows when a debate is inserted). Counted inside
+    the transaction, under the plan's row lock, so concurrent phases never report the
+    same ``k``."""
+
+    status: str  # completed | cancelled | failed | fenced
+    k: int = 0
+    n: int = 0
+
+    @property
+    def progress(self) -> dict[str, int]:
+        return {"k": self.k, "n": self.n}
+
+
+def _progress(s: Any, plan_id: str) -> tuple[int, int]:
+    final = func.sum(case((Phase.status.in_(PHASE_FINAL), 1), else_=0))
+    n, k = s.execute(select(func.count(), final).where(Phase.plan_id == plan_id)).one()
+    return int(k or 0), int(n or 0)
+
+
 def complete_phase(
     db: Database,
     *,
@@ -129,13 +151,14 @@ def complete_phase(
     event_data: dict[str, Any],
     insertion: Insertion | None = None,
     max_groups: int | None = None,
-) -> str:
+) -> Finished:
     """Finish a phase with its result, in one transaction, in the order DESIGN.md gives:
     cancel flag → content → fenced status update (+ usage marked as the phase's cost)
     → outbox event. The lease is cleared in the same transaction as the result.
 
-    Returns "completed", "cancelled" (the plan was cancelled while the model ran),
-    or "fenced" (another attempt owns the phase; nothing was written).
+    Returns its status "completed", "cancelled" (the plan was cancelled while the model
+    ran) or "fenced" (another attempt owns the phase; nothing was written), with the
+    plan's progress, which the event carries too.
     ``insertion`` is applied only when fewer than ``max_groups`` groups of that kind exist.
 
     Idempotent for its own attempt: when a previous call committed but its
@@ -147,20 +170,23 @@ def complete_phase(
         with db.transaction() as s:
             plan_id = s.scalar(select(Phase.plan_id).where(Phase.id == phase_id))
             if plan_id is None:
-                return "fenced"
+                return Finished("fenced")
             plan = s.get(Plan, plan_id, with_for_update=True)  # lock order: plan, then phase
             row = s.get(Phase, phase_id, with_for_update=True)
             assert plan is not None and row is not None
             if row.attempt == attempt and row.status in ("completed", "cancelled"):
-                return row.status  # this attempt's own completion, committed by an earlier try
+                # this attempt's own completion, committed by an earlier try
+                return Finished(row.status, *_progress(s, plan_id))
             if row.attempt != attempt or row.status != "running":
-                return "fenced"
+                return Finished("fenced")
             if plan.cancel_requested:
                 row.status, row.finished_at = "cancelled", now
                 row.lease_owner = row.lease_expires_at = None
+                done = Finished("cancelled", *_progress(s, plan_id))
                 s.add(Event(plan_id=plan_id, phase_key=row.key, type="phase_cancelled",
-                            data={"attempt": attempt, "reason": "plan cancelled while the model ran"}))
-                return "cancelled"
+                            data={"attempt": attempt, "reason": "plan cancelled while the model ran",
+                                  **done.progress}))
+                return done
             s.add(Content(id=str(uuid.uuid4()), plan_id=plan_id, phase_id=phase_id, attempt=attempt,
                           text=text, chars=len(text), created_at=now))
             s.flush()
@@ -175,12 +201,14 @@ def complete_phase(
             s.execute(update(UsageRow).where(UsageRow.phase_id == phase_id, UsageRow.attempt == attempt)
                       .values(counted=True))
             plan.updated_at = now
-            s.add(Event(plan_id=plan_id, phase_key=row.key, type="phase_completed", data=event_data))
             if insertion is not None:
                 _insert(s, plan_id, insertion, max_groups)
-            return "completed"
+            done = Finished("completed", *_progress(s, plan_id))
+            s.add(Event(plan_id=plan_id, phase_key=row.key, type="phase_completed",
+                        data={**event_data, **done.progress}))
+            return done
     except _Fenced:
-        return "fenced"
+        return Finished("fenced")
 
 
 class _Fenced(Exception):
@@ -211,23 +239,27 @@ def _insert(s: Any, plan_id: str, ins: Insertion, max_groups: int | None) -> Non
     s.add(Event(plan_id=plan_id, type=f"{kind}_inserted", data=ins.event))
 
 
-def fail_phase(db: Database, *, phase_id: str, attempt: int, code: str, message: str) -> bool:
+def fail_phase(db: Database, *, phase_id: str, attempt: int, code: str, message: str) -> Finished:
     """Fail a phase, fenced by attempt. A cancelled plan's phase ends cancelled instead."""
     now = utcnow()
     with db.transaction() as s:
-        row = s.get(Phase, phase_id)
-        if row is None or row.attempt != attempt or row.status != "running":
-            return False
-        plan = s.get(Plan, row.plan_id)
-        status = "cancelled" if plan is not None and plan.cancel_requested else "failed"
+        plan_id = s.scalar(select(Phase.plan_id).where(Phase.id == phase_id))
+        if plan_id is None:
+            return Finished("fenced")
+        plan = s.get(Plan, plan_id, with_for_update=True)  # lock order: plan, then phase
+        row = s.get(Phase, phase_id, with_for_update=True)
+        assert plan is not None and row is not None
+        if row.attempt != attempt or row.status != "running":
+            return Finished("fenced")
+        status = "cancelled" if plan.cancel_requested else "failed"
         row.status, row.finished_at = status, now
         row.error_code, row.error_message = code, message[:2000]
         row.lease_owner = row.lease_expires_at = None
-        if plan is not None:
-            plan.updated_at = now
-        s.add(Event(plan_id=row.plan_id, phase_key=row.key, type=f"phase_{status}",
-                    data={"attempt": attempt, "error_code": code, "error": message[:500]}))
-        return True
+        plan.updated_at = now
+        done = Finished(status, *_progress(s, plan_id))
+        s.add(Event(plan_id=plan_id, phase_key=row.key, type=f"phase_{status}",
+                    data={"attempt": attempt, "error_code": code, "error": message[:500], **done.progress}))
+        return done
 
 
 def skip_phases(db: Database, plan_id: str, keys: Sequence[str], reason: str) -> None:
@@ -240,7 +272,3 @@ def skip_phases(db: Database, plan_id: str, keys: Sequence[str], reason: str) ->
                   .values(status="skipped", finished_at=now, error_message=reason, enqueued_at=None))
         s.add(Event(plan_id=plan_id, type="phases_skipped", data={"phases": list(keys), "reason": reason}))
 
-
-def plan_of(db: Database, phase_id: str) -> str | None:
-    with db.transaction() as s:
-        return s.scalar(select(Phase.plan_id).where(Phase.id == phase_id))

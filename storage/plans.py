@@ -116,11 +116,25 @@ def get_plan(db: Database, plan_id: str) -> PlanRecord:
 def load_state(db: Database, plan_id: str) -> PlanState:
     """The plan and all its phases in one consistent read."""
     with db.transaction() as s:
-        row = s.get(Plan, plan_id)
-        if row is None:
-            raise NotFound(f"no plan {plan_id!r}")
-        phases = s.scalars(select(Phase).where(Phase.plan_id == plan_id).order_by(Phase.position)).all()
-        return PlanState(snapshot(PlanRecord, row), [snapshot(PhaseRecord, p) for p in phases])
+        state = _state(s, plan_id)
+    if state is None:
+        raise NotFound(f"no plan {plan_id!r}")
+    return state
+
+
+def state_of_phase(db: Database, phase_id: str) -> PlanState | None:
+    """The state of the plan a phase belongs to (None for an unknown phase), in one read."""
+    with db.transaction() as s:
+        plan_id = s.scalar(select(Phase.plan_id).where(Phase.id == phase_id))
+        return None if plan_id is None else _state(s, plan_id)
+
+
+def _state(s: Any, plan_id: str) -> PlanState | None:
+    row = s.get(Plan, plan_id)
+    if row is None:
+        return None
+    phases = s.scalars(select(Phase).where(Phase.plan_id == plan_id).order_by(Phase.position)).all()
+    return PlanState(snapshot(PlanRecord, row), [snapshot(PhaseRecord, p) for p in phases])
 
 
 def list_plans(db: Database, *, status: str | None = None, limit: int = 50) -> list[PlanRecord]:
