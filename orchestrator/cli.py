@@ -98,8 +98,7 @@ def run(plan: str, as_json: bool, timeout: float | None) -> None:
     from orchestrator.schema import load_plan
 
     load_plan(plan, max_bytes=settings.max_plan_bytes)  # validate before starting anything
-    client = _client(settings)
-    try:
+    with _client(settings) as client:
         plan_id = client.submit(plan)
         _cancel_on_interrupt(client, plan_id)
         if as_json:
@@ -112,8 +111,6 @@ def run(plan: str, as_json: bool, timeout: float | None) -> None:
         if as_json:
             click.echo(json.dumps(summary(view, text), indent=2))
         sys.exit(_exit_for(view))
-    finally:
-        client.close()
 
 
 def _cancel_on_interrupt(client: Any, plan_id: str) -> None:
@@ -137,8 +134,7 @@ def submit(plan: str, as_json: bool) -> None:
     """Submit PLAN to the cluster and print its id (idempotent per task_id)."""
     settings = _settings()
     configure("WARNING", stream=sys.stderr)
-    client = _client(settings)
-    try:
+    with _client(settings) as client:
         result = client.coordinator.submit(plan)
         if as_json:
             click.echo(json.dumps({"plan_id": result.plan_id, "created": result.created,
@@ -148,8 +144,6 @@ def submit(plan: str, as_json: bool) -> None:
         if settings.embedded:
             err.print("[yellow]embedded mode: no worker outlives this command; "
                       "`conclave resume ID --follow` runs it[/yellow]")
-    finally:
-        client.close()
 
 
 @cli.command()
@@ -158,8 +152,7 @@ def submit(plan: str, as_json: bool) -> None:
 @_errors
 def status(plan_id: str, as_json: bool) -> None:
     """Show a plan's status, phases and usage."""
-    client = _client(_settings(), worker=False)
-    try:
+    with _client(_settings(), worker=False) as client:
         view = client.get(plan_id)
         if as_json:
             click.echo(json.dumps(view.to_dict(), indent=2))
@@ -171,8 +164,6 @@ def status(plan_id: str, as_json: bool) -> None:
         for p in view.phases:
             c.print(f"  {p.status:<10} {p.key:<28} {p.expert or '':<12} attempt {p.attempt}"
                     + (f"  {p.error_code}" if p.error_code else ""), highlight=False)
-    finally:
-        client.close()
 
 
 @cli.command()
@@ -182,14 +173,11 @@ def watch(plan_id: str) -> None:
     """Follow a running plan live until it ends."""
     settings = _settings()
     configure("ERROR", stream=sys.stderr)
-    client = _client(settings, worker=False)
-    try:
+    with _client(settings, worker=False) as client:
         from orchestrator.console import MeetingView
 
         view = MeetingView(Console(), client, client.get(plan_id).id).follow()
         sys.exit(_exit_for(view))
-    finally:
-        client.close()
 
 
 @cli.command()
@@ -197,11 +185,8 @@ def watch(plan_id: str) -> None:
 @_errors
 def result(plan_id: str) -> None:
     """Print the full text of a plan's final phase."""
-    client = _client(_settings(), worker=False)
-    try:
+    with _client(_settings(), worker=False) as client:
         click.echo(client.result(plan_id))
-    finally:
-        client.close()
 
 
 @cli.command()
@@ -214,8 +199,7 @@ def resume(ref: str, retry_failed: bool, follow: bool | None, as_json: bool) -> 
     """Resume a plan by its id or external task id: re-enqueue exactly its pending phases."""
     settings = _settings()
     configure("ERROR" if settings.embedded else "WARNING", stream=sys.stderr)
-    client = _client(settings)
-    try:
+    with _client(settings) as client:
         res = client.resume(ref, retry_failed=retry_failed)
         if as_json:
             click.echo(json.dumps({"plan_id": res.plan_id, "status": res.status, "enqueued": res.enqueued,
@@ -226,8 +210,6 @@ def resume(ref: str, retry_failed: bool, follow: bool | None, as_json: bool) -> 
         if follow or (follow is None and settings.embedded):
             view = client.wait(res.plan_id)
             sys.exit(_exit_for(view))
-    finally:
-        client.close()
 
 
 @cli.command()
@@ -237,15 +219,12 @@ def resume(ref: str, retry_failed: bool, follow: bool | None, as_json: bool) -> 
 def cancel(ref: str, as_json: bool) -> None:
     """Cancel a plan: queued phases end cancelled; running ones at their next safe point."""
     settings = _settings()
-    client = _client(settings, worker=False)
-    try:
+    with _client(settings, worker=False) as client:
         res = client.cancel(ref)
         if as_json:
             click.echo(json.dumps({"plan_id": res.plan_id, "status": res.status, "cancelled": res.cancelled}))
         else:
             click.echo(f"{res.plan_id}: cancel requested; {len(res.cancelled)} queued phase(s) cancelled")
-    finally:
-        client.close()
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
