@@ -44,3 +44,22 @@ def test_a_failure_storing_one_phase_stores_nothing(client: Any) -> None:
     assert view.task_id == "atomic-1"
     assert [p.key for p in view.phases] == ["opening", "r1.dana", "r1.ravi", "r1.summary", "final"]
     assert all(p.status in ("pending", "running", "completed") for p in view.phases)
+
+
+def test_broker_down_at_submit_stores_the_plan_and_the_reconciler_runs_it(settings: Any, workers: Any) -> None:
+    from orchestrator.client import Conclave
+    from tests.integration.durability import assert_exactly_once, ledger
+
+    down = settings.model_copy(update={"broker_url": "redis://127.0.0.1:1/0", "result_backend": None,
+                                       "redis_url": None})
+    with Conclave(down, worker=False) as offline_client:
+        plan_id = offline_client.submit(board_plan(task_id="broker-down"))  # stored, not sent: no error
+        stored = ledger(offline_client.db, plan_id)
+    assert stored.plan.status == "running" and all(p.status == "pending" for p in stored.phases)
+    assert all(p.enqueued_at is None for p in stored.phases)  # the failed send released its mark
+
+    workers(beat=True)  # a worker and the reconciler on the real broker
+    with Conclave(settings, worker=False) as client:
+        view = client.wait(plan_id, timeout=60)
+        assert view.status == "completed"
+        assert_exactly_once(ledger(client.db, plan_id))
