@@ -251,10 +251,6 @@ class Coordinator:
         return contents.read_text(self.db, plan_id, key)
 
     @translate_storage
-    def usage_totals(self, plan_id: str, phase_id: str | None = None) -> usage.UsageTotals:
-        return usage.totals(self.db, plan_id, phase_id=phase_id)
-
-    @translate_storage
     def list_events(self, plan_id: str, after: int = 0, limit: int = 1000) -> list[EventRecord]:
         return events.list_events(self.db, plan_id, after=after, limit=limit)
 

@@ -16,7 +16,10 @@ class UsageView:
     output_tokens: int = 0
     total_tokens: int = 0
     estimated: bool = False  # some of it is an estimate, not a provider's report
+    provider_tokens: int = 0  # of total_tokens, as providers reported them
+    estimated_tokens: int = 0  # of total_tokens, estimated where a provider reported nothing
     wasted_tokens: int = 0  # spent by attempts that died or lost the fence
+    calls: int = 0  # model calls on record, waste included
 
 
 @dataclass(frozen=True)
@@ -68,12 +71,16 @@ class PlanView:
 
 
 def _usage(rows: list[UsageRecord]) -> UsageView:
+    """Usage is the sum of usage rows — the only place it is added up."""
     cost = [r for r in rows if r.counted]
     tin = sum(r.input_tokens for r in cost)
     tout = sum(r.output_tokens for r in cost)
+    reported = sum(r.input_tokens + r.output_tokens for r in cost if r.source == "provider")
     return UsageView(input_tokens=tin, output_tokens=tout, total_tokens=tin + tout,
                      estimated=any(r.source != "provider" for r in cost),
-                     wasted_tokens=sum(r.input_tokens + r.output_tokens for r in rows if not r.counted))
+                     provider_tokens=reported, estimated_tokens=tin + tout - reported,
+                     wasted_tokens=sum(r.input_tokens + r.output_tokens for r in rows if not r.counted),
+                     calls=len(rows))
 
 
 def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:

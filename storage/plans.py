@@ -137,14 +137,6 @@ def _state(s: Any, plan_id: str) -> PlanState | None:
     return PlanState(snapshot(PlanRecord, row), [snapshot(PhaseRecord, p) for p in phases])
 
 
-def list_plans(db: Database, *, status: str | None = None, limit: int = 50) -> list[PlanRecord]:
-    with db.transaction() as s:
-        q = select(Plan).order_by(Plan.created_at.desc()).limit(limit)
-        if status:
-            q = q.where(Plan.status == status)
-        return [snapshot(PlanRecord, r) for r in s.scalars(q)]
-
-
 def request_cancel(db: Database, plan_id: str) -> list[str]:
     """Set the stored cancel flag and cancel every pending phase. Returns their keys.
 
@@ -229,11 +221,6 @@ def finish_plan(db: Database, plan_id: str, status: str, *, error_code: str | No
         s.add(Event(plan_id=plan_id, type="plan_finished",
                     data={"status": status, "error_code": error_code, "error": error_message}))
         return True
-
-
-def touch(db: Database, plan_id: str) -> None:
-    with db.transaction() as s:
-        s.execute(update(Plan).where(Plan.id == plan_id).values(updated_at=utcnow()))
 
 
 def running_plan_ids(db: Database, *, limit: int = 500) -> list[str]:

@@ -6,28 +6,12 @@ Plan-level usage is always the sum of rows — there is no counter to keep in st
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sqlalchemy import func, select
 
 from storage.db import Database
 from storage.errors import Conflict
 from storage.models import UsageRow
 from storage.records import UsageRecord, snapshot
-
-
-@dataclass(frozen=True)
-class UsageTotals:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    provider_tokens: int = 0  # reported by providers
-    estimated_tokens: int = 0  # estimated where a provider reported nothing
-    wasted_tokens: int = 0  # spent by attempts that died or lost the fence
-    calls: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
 
 
 def record_usage(db: Database, *, plan_id: str, phase_id: str, attempt: int, seq: int, purpose: str,
@@ -46,29 +30,6 @@ def record_usage(db: Database, *, plan_id: str, phase_id: str, attempt: int, seq
         return True
     except Conflict:  # a concurrent identical write won
         return False
-
-
-def totals(db: Database, plan_id: str, *, phase_id: str | None = None) -> UsageTotals:
-    """Sum of usage rows. Rows of attempts that completed nothing count as waste, not cost —
-    except rows of phases still running, which are the live attempt's spend."""
-    with db.transaction() as s:
-        q = select(UsageRow.source, UsageRow.counted, func.sum(UsageRow.input_tokens),
-                   func.sum(UsageRow.output_tokens), func.count()).where(UsageRow.plan_id == plan_id)
-        if phase_id is not None:
-            q = q.where(UsageRow.phase_id == phase_id)
-        rows = s.execute(q.group_by(UsageRow.source, UsageRow.counted)).all()
-    t = {"input_tokens": 0, "output_tokens": 0, "provider_tokens": 0, "estimated_tokens": 0,
-         "wasted_tokens": 0, "calls": 0}
-    for source, counted, tin, tout, n in rows:
-        tin, tout = int(tin or 0), int(tout or 0)
-        t["calls"] += int(n)
-        if not counted:
-            t["wasted_tokens"] += tin + tout
-            continue
-        t["input_tokens"] += tin
-        t["output_tokens"] += tout
-        t["provider_tokens" if source == "provider" else "estimated_tokens"] += tin + tout
-    return UsageTotals(**t)
 
 
 def spent_tokens(db: Database, plan_id: str) -> int:
