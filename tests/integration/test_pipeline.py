@@ -90,3 +90,27 @@ def test_team_plan_with_a_200kb_result_is_offloaded_and_read_in_full(settings: A
         assert client.result(plan_id) == "Synthesis: go ahead [research]."
         synthesis_usage = view.phase("synthesis").usage
         assert not synthesis_usage.estimated and synthesis_usage.total_tokens == 17 + 42  # as reported
+
+
+def test_a_failed_head_of_a_chain_skips_what_depends_on_it(settings: Any, workers: Any, client: Any) -> None:
+    """``research`` and ``report`` are chained (report's only input is research). When research
+    fails, the chained step finds its input missing, does nothing and releases its enqueue mark;
+    advance then skips report and the synthesis, and the plan ends failed — nothing left pending."""
+    plan = {
+        "kind": "team", "title": "Failing chain", "question": "What does the research say?", "max_debates": 0,
+        "models": {"default": {"provider": "offline", "max_retries": 0, "options": {"latency": 0, "fail": ["Ana"]}}},
+        "experts": [{"name": "Ana", "role": "Research analyst"}, {"name": "Lee", "role": "Strategy lead"}],
+        "phases": [{"id": "research", "expert": "Ana", "prompt": "Research it."},
+                   {"id": "report", "expert": "Lee", "prompt": "Report on it.", "depends_on": ["research"]}],
+        "synthesis": {"expert": "Lee", "depends_on": ["report"]},
+    }
+    workers()
+    plan_id = client.submit(plan)
+    view = client.wait(plan_id, timeout=60)
+    assert view.status == "failed" and view.error_code == "llm.unavailable"
+    assert {p.key: (p.status, p.attempt) for p in view.phases} == {
+        "research": ("failed", 1), "report": ("skipped", 0), "synthesis": ("skipped", 0)}
+    enqueued = rows(settings.database_url, "select key from phases where plan_id = :p and enqueued_at is not null",
+                    p=plan_id)
+    assert enqueued == []
+    assert rows(settings.database_url, "select count(*) n from contents where plan_id = :p", p=plan_id)[0].n == 0
