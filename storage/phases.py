@@ -140,6 +140,17 @@ def _progress(s: Any, plan_id: str) -> tuple[int, int]:
     return int(k or 0), int(n or 0)
 
 
+def _lock(s: Any, phase_id: str) -> tuple[Plan, Phase] | None:
+    """Lock a phase's plan row, then the phase row — the one lock order every write that
+    finishes a phase uses, so they serialise per plan and never deadlock."""
+    plan_id = s.scalar(select(Phase.plan_id).where(Phase.id == phase_id))
+    if plan_id is None:
+        return None
+    plan = s.get(Plan, plan_id, with_for_update=True)
+    row = s.get(Phase, phase_id, with_for_update=True)
+    return None if plan is None or row is None else (plan, row)
+
+
 def complete_phase(
     db: Database,
     *,
@@ -168,12 +179,11 @@ def complete_phase(
     now = utcnow()
     try:
         with db.transaction() as s:
-            plan_id = s.scalar(select(Phase.plan_id).where(Phase.id == phase_id))
-            if plan_id is None:
+            locked = _lock(s, phase_id)
+            if locked is None:
                 return Finished("fenced")
-            plan = s.get(Plan, plan_id, with_for_update=True)  # lock order: plan, then phase
-            row = s.get(Phase, phase_id, with_for_update=True)
-            assert plan is not None and row is not None
+            plan, row = locked
+            plan_id = plan.id
             if row.attempt == attempt and row.status in ("completed", "cancelled"):
                 # this attempt's own completion, committed by an earlier try
                 return Finished(row.status, *_progress(s, plan_id))
@@ -243,12 +253,11 @@ def fail_phase(db: Database, *, phase_id: str, attempt: int, code: str, message:
     """Fail a phase, fenced by attempt. A cancelled plan's phase ends cancelled instead."""
     now = utcnow()
     with db.transaction() as s:
-        plan_id = s.scalar(select(Phase.plan_id).where(Phase.id == phase_id))
-        if plan_id is None:
+        locked = _lock(s, phase_id)
+        if locked is None:
             return Finished("fenced")
-        plan = s.get(Plan, plan_id, with_for_update=True)  # lock order: plan, then phase
-        row = s.get(Phase, phase_id, with_for_update=True)
-        assert plan is not None and row is not None
+        plan, row = locked
+        plan_id = plan.id
         if row.attempt != attempt or row.status != "running":
             return Finished("fenced")
         status = "cancelled" if plan.cancel_requested else "failed"
