@@ -19,13 +19,13 @@ from orchestrator.api_errors import error_body
 from orchestrator.errors import storage_boundary
 from storage import Database
 from storage import plans as plans_repo
-from storage.models import PHASE_FINAL, PLAN_FINAL
 from storage.stats import FleetStats, fleet_stats
+from storage.status import PhaseStatus, PlanStatus
 
 log = logging.getLogger("orchestrator.api")
 
-PLAN_STATUSES = ("running", *sorted(PLAN_FINAL))
-PHASE_STATUSES = ("pending", "running", *sorted(PHASE_FINAL))
+PLAN_STATUSES = tuple(PlanStatus)
+PHASE_STATUSES = tuple(PhaseStatus)
 
 router = APIRouter()
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage.records import PhaseRecord
+from storage.status import PhaseStatus
 
 RUN_PHASE = "conclave.run_phase"
 ADVANCE = "conclave.advance"
@@ -58,7 +59,7 @@ def compile_canvas(plan_id: str, phases: Sequence[PhaseRecord], ready: Sequence[
         lane = [Run(head.id, head.key)]
         cur = head
         while cur.kind != "divergence":
-            nxt = [p for p in dependents.get(cur.key, []) if p.status == "pending"]
+            nxt = [p for p in dependents.get(cur.key, []) if p.status == PhaseStatus.PENDING]
             if len(nxt) != 1 or nxt[0].depends_on != [cur.key]:
                 break
             cur = nxt[0]

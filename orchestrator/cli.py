@@ -23,9 +23,10 @@ from orchestrator.errors import ConclaveError, InvalidPlan, PlanNotFound
 from orchestrator.logs import configure
 from orchestrator.settings import Settings
 from orchestrator.views import PlanView
+from storage.status import PlanStatus
 
 F = TypeVar("F", bound=Callable[..., Any])
-EXIT = {"completed": 0, "cancelled": 130}
+EXIT = {PlanStatus.COMPLETED: 0, PlanStatus.CANCELLED: 130}
 err = Console(stderr=True, soft_wrap=True)
 
 

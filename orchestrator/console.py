@@ -25,16 +25,16 @@ from rich.text import Text
 from orchestrator.bus import drain
 from orchestrator.client import Conclave
 from orchestrator.views import PhaseView, PlanView
+from storage.status import PHASE_FINAL, PhaseStatus, PlanStatus
 
 TITLES = {
     "opening": "Opening", "turn": "Round {round}", "round_summary": "Round {round} summary",
     "final_summary": "Final summary", "expert": "{key}", "divergence": "Divergence check",
     "debate": "Debate", "synthesis": "Synthesis",
 }
-STATUS_STYLE = {"completed": "green", "failed": "red", "cancelled": "yellow", "skipped": "dim",
-                "running": "cyan", "pending": "dim"}
+STATUS_STYLE = {PhaseStatus.COMPLETED: "green", PhaseStatus.FAILED: "red", PhaseStatus.CANCELLED: "yellow",
+                PhaseStatus.SKIPPED: "dim", PhaseStatus.RUNNING: "cyan", PhaseStatus.PENDING: "dim"}
 CHAIR_KINDS = ("opening", "round_summary", "final_summary", "synthesis")
-FINAL = ("completed", "failed", "cancelled", "skipped")
 
 
 def phase_title(p: PhaseView) -> str:
@@ -130,44 +130,45 @@ class MeetingView:
 
     def _print_finished(self, view: PlanView) -> None:
         for p in view.phases:
-            if p.key in self.printed or p.status not in FINAL:
+            if p.key in self.printed or p.status not in PHASE_FINAL:
                 continue
             self.printed.add(p.key)
             self.streams.pop(p.key, None)
             if p.kind == "turn" and p.round and p.round not in self.rounds_shown:
                 self.rounds_shown.add(p.round)
                 self.console.print(Rule(f"Round {p.round} of {self.rounds}", style="dim"))
-            if p.kind == "divergence" and p.status == "completed":
+            if p.kind == "divergence" and p.status == PhaseStatus.COMPLETED:
                 for line in verdict_line(p, self.conclave.phase_text(self.plan_id, p.key) or "", view):
                     self.console.print(line)
                 continue
-            if p.status == "completed":
+            if p.status == PhaseStatus.COMPLETED:
                 text = self.conclave.phase_text(self.plan_id, p.key) or ""
                 note = " [yellow](stream broke: partial text)[/yellow]" if p.truncated else ""
                 style = "bold blue" if p.kind in CHAIR_KINDS else "bold"
                 self.console.print(Panel(Markdown(readable(text)), title=f"[{style}]{escape(phase_title(p))}[/]{note}",
                                          title_align="left", subtitle=f"[dim]{escape(p.key)}[/dim]",
                                          subtitle_align="right", border_style=STATUS_STYLE[p.status]))
-            elif p.status == "failed":
+            elif p.status == PhaseStatus.FAILED:
                 what = "missing" if p.kind == "turn" else "failed"
                 failure = f"✗ {phase_title(p)} — {what}: {p.error_code}: {p.error}"
                 self.console.print(Text(failure, style="red"))
-            elif p.status == "cancelled":
+            elif p.status == PhaseStatus.CANCELLED:
                 self.console.print(Text(f"■ {phase_title(p)} — cancelled", style="yellow"))
-            elif p.status == "skipped":
+            elif p.status == PhaseStatus.SKIPPED:
                 self.console.print(Text(f"· {phase_title(p)} — skipped: {p.error}", style="dim"))
 
     def _render(self, view: PlanView) -> Group:
         now = time.monotonic()
-        running = [p for p in view.phases if p.status == "running"]
+        running = [p for p in view.phases if p.status == PhaseStatus.RUNNING]
         for p in running:
             self.seen_running.setdefault(p.key, now)
         parts: list[Any] = [(f"{view.done}/{len(view.phases)} phases", "bold")]
         current = max((p.round or 0 for p in running if p.kind in ("turn", "round_summary")), default=0)
         if self.rounds and current:
             turns = [p for p in view.phases if p.kind == "turn" and p.round == current]
-            spoke = sum(1 for p in turns if p.status == "completed")
-            missing = [p.expert or p.key for p in turns if p.status in FINAL and p.status != "completed"]
+            spoke = sum(1 for p in turns if p.status == PhaseStatus.COMPLETED)
+            missing = [p.expert or p.key for p in turns
+                       if p.status in PHASE_FINAL and p.status != PhaseStatus.COMPLETED]
             gone = [("  (missing: " + ", ".join(missing) + ")", "red")] if missing else []
             parts = [(f"Round {current}/{self.rounds}", "bold"), "  ·  ",
                      (f"{spoke}/{len(turns)} spoke", "bold"), *gone, "  ·  ", *parts]
@@ -188,13 +189,13 @@ class MeetingView:
         return Group(*panels)
 
     def _print_outcome(self, view: PlanView) -> None:
-        style = {"completed": "bold green", "cancelled": "bold yellow"}.get(view.status, "bold red")
+        style = {PlanStatus.COMPLETED: "bold green", PlanStatus.CANCELLED: "bold yellow"}.get(view.status, "bold red")
         usage = f"{view.usage.total_tokens:,} tokens" + (" (estimated)" if view.usage.estimated else "")
         missing = sorted({p.expert for p in view.phases
-                          if p.kind == "turn" and p.status == "failed" and p.expert})
+                          if p.kind == "turn" and p.status == PhaseStatus.FAILED and p.expert})
         if missing:
             self.console.print(Text(f"missing from the meeting: {', '.join(missing)}", style="yellow"))
         done = f"{view.done}/{len(view.phases)} phases"
         self.console.print(Rule(f"[{style}]{view.status}[/] · {done} · {usage}"))
-        if view.error and view.status != "completed":
+        if view.error and view.status != PlanStatus.COMPLETED:
             self.console.print(Text(view.error, style="red"))

@@ -33,6 +33,7 @@ from storage import Database, Unavailable, contents, events, phases, plans, rete
 from storage.models import utcnow
 from storage.plans import PlanState
 from storage.records import EventRecord, PhaseRecord, PlanRecord
+from storage.status import Outcome, PhaseStatus
 from tasks.llm.types import ChatRequest, Completion, ModelSpec, Usage
 
 log = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ class Coordinator:
             now = utcnow()
             heads = dag.ready(state.phases) + [
                 p for p in state.phases
-                if p.status == "running" and p.lease_expires_at is not None and p.lease_expires_at < now]
+                if p.status == PhaseStatus.RUNNING and p.lease_expires_at is not None and p.lease_expires_at < now]
             if not heads:
                 return []
             stale_before = None if force else now - timedelta(seconds=self.settings.requeue_after)
@@ -163,7 +164,7 @@ class Coordinator:
         exhausted = any(p.error_code == "llm.budget_exhausted" for p in state.phases)
         while True:
             if exhausted:
-                keys = [p.key for p in state.phases if p.status == "pending"]
+                keys = [p.key for p in state.phases if p.status == PhaseStatus.PENDING]
                 reason = "the plan's token budget is exhausted"
             else:
                 keys = dag.to_skip(state.phases)
@@ -293,7 +294,7 @@ class Coordinator:
             return None
         examined = [p for p in work.inputs if p.key in work.phase.meta.get("examines", []) and p.expert]
         with storage_boundary():
-            texts = contents.read_texts(self.db, [p.id for p in examined if p.status == "completed"])
+            texts = contents.read_texts(self.db, [p.id for p in examined if p.status == PhaseStatus.COMPLETED])
         verdict, stances = lexical_verdict(plan.question, [(p.expert or "", texts[p.id])
                                                            for p in examined if p.id in texts])
         answer = {**verdict.model_dump(), "method": "lexical", "stances": stances}
@@ -304,7 +305,7 @@ class Coordinator:
         """The model and the request for a claimed phase, built from the full text of
         its inputs (resolved from the content store, never from summaries)."""
         with storage_boundary():
-            texts = contents.read_texts(self.db, [p.id for p in work.inputs if p.status == "completed"])
+            texts = contents.read_texts(self.db, [p.id for p in work.inputs if p.status == PhaseStatus.COMPLETED])
         expert = work.plan.expert(work.phase.expert or "")
         return self.model_spec(work.plan, expert.model), build_request(work.plan, work.phase, work.inputs, texts)
 
@@ -348,7 +349,7 @@ class Coordinator:
             purpose=purpose, model=f"{spec.provider}:{spec.model or spec.name}", input_tokens=used.input_tokens,
             output_tokens=used.output_tokens, source=used.source, method=used.method))
 
-    def complete(self, work: PhaseWork, completion: Completion) -> str:
+    def complete(self, work: PhaseWork, completion: Completion) -> Outcome:
         """Store the result (see :func:`storage.phases.complete_phase` for the order of
         writes), then publish. Returns completed | cancelled | fenced."""
         text = as_text(completion.text)
@@ -372,7 +373,7 @@ class Coordinator:
             self.db, phase_id=work.phase.id, attempt=work.attempt, text=text, summary=summary,
             truncated=completion.truncated, event_data=data, insertion=insertion, max_groups=max_groups))
         outcome = done.status
-        if outcome == "fenced":
+        if outcome == Outcome.FENCED:
             log.warning("result discarded: another attempt owns the phase", extra={"action": "phase.fenced"})
             return outcome
         self.bus.publish(work.plan_id, {"type": f"phase_{outcome}", "phase": work.key, **data, **done.progress})
@@ -382,7 +383,7 @@ class Coordinator:
     def fail(self, work: PhaseWork, code: str, message: str) -> None:
         done = self._durably(lambda: phases.fail_phase(self.db, phase_id=work.phase.id, attempt=work.attempt,
                                                        code=code, message=message))
-        if done.status != "fenced":
+        if done.status != Outcome.FENCED:
             self.bus.publish(work.plan_id, {"type": f"phase_{done.status}", "phase": work.key,
                                             "expert": work.phase.expert, "kind": work.phase.kind,
                                             "round": work.phase.round, "error_code": code, "error": message[:300],

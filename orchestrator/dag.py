@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from storage.records import PhaseRecord, PlanRecord
-
-GIVEN_UP = frozenset({"failed", "skipped", "cancelled"})
+from storage.status import GIVEN_UP, PhaseStatus, PlanStatus
 
 
 def _tolerant(phase: PhaseRecord) -> bool:
@@ -24,7 +23,7 @@ def inputs_done(phase: PhaseRecord, by_key: dict[str, PhaseRecord]) -> bool:
         dep = by_key.get(key)
         if dep is None:
             return False
-        if dep.status == "completed":
+        if dep.status == PhaseStatus.COMPLETED:
             continue
         if _tolerant(phase) and dep.status in GIVEN_UP:
             continue
@@ -41,31 +40,31 @@ def blocked(phase: PhaseRecord, by_key: dict[str, PhaseRecord]) -> bool:
 
 def ready(phases: Sequence[PhaseRecord]) -> list[PhaseRecord]:
     by_key = {p.key: p for p in phases}
-    return [p for p in phases if p.status == "pending" and inputs_done(p, by_key)]
+    return [p for p in phases if p.status == PhaseStatus.PENDING and inputs_done(p, by_key)]
 
 
 def to_skip(phases: Sequence[PhaseRecord]) -> list[str]:
     """Pending phases that can never run; skipping cascades on the next call."""
     by_key = {p.key: p for p in phases}
-    return [p.key for p in phases if p.status == "pending" and blocked(p, by_key)]
+    return [p.key for p in phases if p.status == PhaseStatus.PENDING and blocked(p, by_key)]
 
 
-def outcome(plan: PlanRecord, phases: Sequence[PhaseRecord]) -> tuple[str, str | None, str | None] | None:
+def outcome(plan: PlanRecord, phases: Sequence[PhaseRecord]) -> tuple[PlanStatus, str | None, str | None] | None:
     """(status, error_code, error_message) once every phase is final, else None."""
     if any(not p.final for p in phases):
         return None
     if plan.cancel_requested:
-        return "cancelled", "plan.cancelled", "the plan was cancelled"
+        return PlanStatus.CANCELLED, "plan.cancelled", "the plan was cancelled"
     exhausted = [p for p in phases if p.error_code == "llm.budget_exhausted"]
     if exhausted:
-        return "budget_exhausted", "plan.budget_exhausted", exhausted[0].error_message
+        return PlanStatus.BUDGET_EXHAUSTED, "plan.budget_exhausted", exhausted[0].error_message
     terminal = [p for p in phases if p.meta.get("terminal")]
-    if terminal and all(p.status == "completed" for p in terminal):
-        return "completed", None, None
-    failed = [p for p in phases if p.status == "failed"]
+    if terminal and all(p.status == PhaseStatus.COMPLETED for p in terminal):
+        return PlanStatus.COMPLETED, None, None
+    failed = [p for p in phases if p.status == PhaseStatus.FAILED]
     first = failed[0] if failed else None
     message = f"phase {first.key} failed: {first.error_message}" if first else "the final phase did not run"
-    return "failed", (first.error_code if first else "plan.incomplete"), message
+    return PlanStatus.FAILED, (first.error_code if first else "plan.incomplete"), message
 
 
 def transitive_inputs(phase: PhaseRecord, by_key: dict[str, PhaseRecord]) -> list[PhaseRecord]:

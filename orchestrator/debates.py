@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 from orchestrator.schema import TeamPlan, slugify
 from storage.phases import Insertion
 from storage.records import NewPhase, PhaseRecord
+from storage.status import PhaseStatus
 
 
 class Verdict(BaseModel):
@@ -61,7 +62,7 @@ def debate_insertion(plan: TeamPlan, check: PhaseRecord, verdict: Verdict,
                        "opponents": [n for n in participants if n != name]})
         for i, name in enumerate(participants)
     ]
-    waiting = [p.key for p in phases if check.key in p.depends_on and p.status == "pending"]
+    waiting = [p.key for p in phases if check.key in p.depends_on and p.status == PhaseStatus.PENDING]
     return Insertion(phases=new, extra_deps={k: [n.key for n in new] for k in waiting},
                      event={"check": check.key, "topic": verdict.topic, "participants": participants,
                             "phases": [n.key for n in new]})

@@ -13,6 +13,7 @@ from typing import Any
 
 from orchestrator.schema import BoardPlan, Expert, Skill, TeamPlan
 from storage.records import PhaseRecord
+from storage.status import GIVEN_UP
 from tasks.llm.types import ChatRequest, ContextBlock
 
 EXPERT_SYSTEM = (
@@ -99,7 +100,7 @@ def build_request(plan: BoardPlan | TeamPlan, phase: PhaseRecord, inputs: Sequen
     blocks = tuple(_block(plan, p, texts[p.id]) for p in inputs if p.id in texts and p.kind != "divergence")
     speakers = list(dict.fromkeys(p.expert for p in inputs
                                   if p.id in texts and p.expert and p.kind in ("turn", "expert", "debate")))
-    absent = [p.expert for p in inputs if p.kind == "turn" and p.status in ("failed", "skipped", "cancelled")
+    absent = [p.expert for p in inputs if p.kind == "turn" and p.status in GIVEN_UP
               and p.round == phase.round and p.expert]
     hints: dict[str, Any] = {
         "kind": phase.kind, "topic": plan.question, "speakers": speakers, "absent": absent,

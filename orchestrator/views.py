@@ -8,6 +8,7 @@ from typing import Any
 
 from storage.plans import PlanState
 from storage.records import UsageRecord
+from storage.status import PHASE_FINAL, PhaseStatus, PlanStatus
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class PhaseView:
     kind: str
     expert: str | None
     round: int | None
-    status: str
+    status: PhaseStatus
     attempt: int
     depends_on: list[str]
     truncated: bool
@@ -46,7 +47,7 @@ class PlanView:
     task_id: str | None
     title: str
     kind: str
-    status: str
+    status: PlanStatus
     cancel_requested: bool
     error_code: str | None
     error: str | None
@@ -57,11 +58,11 @@ class PlanView:
 
     @property
     def done(self) -> int:
-        return sum(1 for p in self.phases if p.status in ("completed", "failed", "cancelled", "skipped"))
+        return sum(1 for p in self.phases if p.status in PHASE_FINAL)
 
     @property
     def final(self) -> bool:
-        return self.status != "running"
+        return self.status != PlanStatus.RUNNING
 
     def phase(self, key: str) -> PhaseView:
         return next(p for p in self.phases if p.key == key)
@@ -85,7 +86,7 @@ def _usage(rows: list[UsageRecord]) -> UsageView:
 
 def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
     # the current attempt of a running phase is live spend, not waste
-    live = {(ph.id, ph.attempt) for ph in state.phases if ph.status == "running"}
+    live = {(ph.id, ph.attempt) for ph in state.phases if ph.status == PhaseStatus.RUNNING}
     rows = [replace(r, counted=True) if (r.phase_id, r.attempt) in live else r for r in usage_rows]
     by_phase: dict[str, list[UsageRecord]] = {}
     for r in rows:

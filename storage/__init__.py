@@ -6,5 +6,7 @@ repositories raise :mod:`storage.errors` exceptions, never SQLAlchemy or psycopg
 
 from storage.db import Database, connect, upgrade
 from storage.errors import Conflict, NotFound, StorageError, Unavailable
+from storage.status import PhaseStatus, PlanStatus
 
-__all__ = ["Conflict", "Database", "NotFound", "StorageError", "Unavailable", "connect", "upgrade"]
+__all__ = ["Conflict", "Database", "NotFound", "PhaseStatus", "PlanStatus", "StorageError", "Unavailable", "connect",
+           "upgrade"]

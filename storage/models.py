@@ -1,10 +1,6 @@
 """Tables. The database is the only truth; everything else is derived from these rows.
 
-Status vocabularies live here because they are stored values:
-
-- phase: ``pending → running → completed | failed``; ``pending | running → cancelled``;
-  ``skipped`` when a dependency failed. Final: completed, failed, cancelled, skipped.
-- plan: ``running → completed | failed | cancelled | budget_exhausted``.
+The status vocabularies these rows store are :mod:`storage.status`.
 """
 
 from __future__ import annotations
@@ -29,8 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-PHASE_FINAL = frozenset({"completed", "failed", "cancelled", "skipped"})
-PLAN_FINAL = frozenset({"completed", "failed", "cancelled", "budget_exhausted"})
+from storage.status import PhaseStatus, PlanStatus
 
 
 def utcnow() -> datetime:
@@ -77,7 +72,7 @@ class Plan(Base):
     title: Mapped[str] = mapped_column(String(300))
     kind: Mapped[str] = mapped_column(String(16))
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
-    status: Mapped[str] = mapped_column(String(20), default="running", index=True)
+    status: Mapped[str] = mapped_column(String(20), default=PlanStatus.RUNNING, index=True)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     error_code: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
@@ -105,7 +100,7 @@ class Phase(Base):
     position: Mapped[int] = mapped_column(Integer)
     depends_on: Mapped[list[str]] = mapped_column(JSON, default=list)
     meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    status: Mapped[str] = mapped_column(String(20), default="pending")
+    status: Mapped[str] = mapped_column(String(20), default=PhaseStatus.PENDING)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     lease_owner: Mapped[str | None] = mapped_column(String(120))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

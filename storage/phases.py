@@ -17,8 +17,9 @@ from typing import Any
 from sqlalchemy import case, func, or_, select, update
 
 from storage.db import Database
-from storage.models import PHASE_FINAL, Content, Event, Phase, Plan, UsageRow, utcnow
+from storage.models import Content, Event, Phase, Plan, UsageRow, utcnow
 from storage.records import NewPhase, PhaseRecord, snapshot
+from storage.status import PHASE_FINAL, Outcome, PhaseStatus
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,9 @@ def claim_phase(db: Database, phase_id: str, *, owner: str, lease: timedelta) ->
         res = s.execute(
             update(Phase)
             .where(Phase.id == phase_id, Phase.plan_id.not_in(cancelled))
-            .where(or_(Phase.status == "pending",
-                       (Phase.status == "running") & (Phase.lease_expires_at < now)))
-            .values(status="running", attempt=Phase.attempt + 1, lease_owner=owner,
+            .where(or_(Phase.status == PhaseStatus.PENDING,
+                       (Phase.status == PhaseStatus.RUNNING) & (Phase.lease_expires_at < now)))
+            .values(status=PhaseStatus.RUNNING, attempt=Phase.attempt + 1, lease_owner=owner,
                     lease_expires_at=now + lease, started_at=now, enqueued_at=None)
             .returning(Phase.attempt)
         )
@@ -68,7 +69,7 @@ def renew_leases(db: Database, held: Sequence[tuple[str, int]], lease: timedelta
     with db.transaction() as s:
         for phase_id, attempt in held:
             res = s.execute(update(Phase).where(Phase.id == phase_id, Phase.attempt == attempt,
-                                                Phase.status == "running")
+                                                Phase.status == PhaseStatus.RUNNING)
                             .values(lease_expires_at=now + lease))
             out[phase_id] = res.rowcount == 1  # type: ignore[attr-defined]
         ids = [pid for pid, ok in out.items() if ok]
@@ -90,7 +91,7 @@ def mark_enqueued(db: Database, phase_ids: Sequence[str], *, stale_before: datet
     marked: list[str] = []
     with db.transaction() as s:
         for pid in phase_ids:
-            q = update(Phase).where(Phase.id == pid, Phase.status.in_(("pending", "running")))
+            q = update(Phase).where(Phase.id == pid, Phase.status.in_((PhaseStatus.PENDING, PhaseStatus.RUNNING)))
             if stale_before is not None:
                 q = q.where(or_(Phase.enqueued_at.is_(None), Phase.enqueued_at < stale_before))
             if s.execute(q.values(enqueued_at=now)).rowcount == 1:  # type: ignore[attr-defined]
@@ -104,7 +105,7 @@ def mark_enqueued(db: Database, phase_ids: Sequence[str], *, stale_before: datet
 def release_enqueued(db: Database, phase_id: str) -> None:
     """A message arrived before its phase was ready: let the next advance send it again."""
     with db.transaction() as s:
-        s.execute(update(Phase).where(Phase.id == phase_id, Phase.status == "pending")
+        s.execute(update(Phase).where(Phase.id == phase_id, Phase.status == PhaseStatus.PENDING)
                   .values(enqueued_at=None))
 
 
@@ -125,7 +126,7 @@ class Finished:
     the transaction, under the plan's row lock, so concurrent phases never report the
     same ``k``."""
 
-    status: str  # completed | cancelled | failed | fenced
+    status: Outcome
     k: int = 0
     n: int = 0
 
@@ -181,18 +182,18 @@ def complete_phase(
         with db.transaction() as s:
             locked = _lock(s, phase_id)
             if locked is None:
-                return Finished("fenced")
+                return Finished(Outcome.FENCED)
             plan, row = locked
             plan_id = plan.id
-            if row.attempt == attempt and row.status in ("completed", "cancelled"):
+            if row.attempt == attempt and row.status in (PhaseStatus.COMPLETED, PhaseStatus.CANCELLED):
                 # this attempt's own completion, committed by an earlier try
-                return Finished(row.status, *_progress(s, plan_id))
-            if row.attempt != attempt or row.status != "running":
-                return Finished("fenced")
+                return Finished(Outcome(row.status), *_progress(s, plan_id))
+            if row.attempt != attempt or row.status != PhaseStatus.RUNNING:
+                return Finished(Outcome.FENCED)
             if plan.cancel_requested:
-                row.status, row.finished_at = "cancelled", now
+                row.status, row.finished_at = PhaseStatus.CANCELLED, now
                 row.lease_owner = row.lease_expires_at = None
-                done = Finished("cancelled", *_progress(s, plan_id))
+                done = Finished(Outcome.CANCELLED, *_progress(s, plan_id))
                 s.add(Event(plan_id=plan_id, phase_key=row.key, type="phase_cancelled",
                             data={"attempt": attempt, "reason": "plan cancelled while the model ran",
                                   **done.progress}))
@@ -201,8 +202,8 @@ def complete_phase(
                           text=text, chars=len(text), created_at=now))
             s.flush()
             res = s.execute(update(Phase).where(Phase.id == phase_id, Phase.attempt == attempt,
-                                                Phase.status == "running")
-                            .values(status="completed", summary=summary, truncated=truncated,
+                                                Phase.status == PhaseStatus.RUNNING)
+                            .values(status=PhaseStatus.COMPLETED, summary=summary, truncated=truncated,
                                     finished_at=now, lease_owner=None, lease_expires_at=None,
                                     error_code=None, error_message=None)
                             .execution_options(synchronize_session=False))
@@ -213,12 +214,12 @@ def complete_phase(
             plan.updated_at = now
             if insertion is not None:
                 _insert(s, plan_id, insertion, max_groups)
-            done = Finished("completed", *_progress(s, plan_id))
+            done = Finished(Outcome.COMPLETED, *_progress(s, plan_id))
             s.add(Event(plan_id=plan_id, phase_key=row.key, type="phase_completed",
                         data={**event_data, **done.progress}))
             return done
     except _Fenced:
-        return Finished("fenced")
+        return Finished(Outcome.FENCED)
 
 
 class _Fenced(Exception):
@@ -240,11 +241,11 @@ def _insert(s: Any, plan_id: str, ins: Insertion, max_groups: int | None) -> Non
     for p in ins.phases:
         s.add(Phase(id=str(uuid.uuid4()), plan_id=plan_id, key=p.key, kind=p.kind, expert=p.expert,
                     round=p.round, group_key=p.group_key, position=p.position,
-                    depends_on=list(p.depends_on), meta=dict(p.meta), status="pending", attempt=0,
+                    depends_on=list(p.depends_on), meta=dict(p.meta), status=PhaseStatus.PENDING, attempt=0,
                     created_at=now))
     for key, extra in ins.extra_deps.items():
         target = s.scalar(select(Phase).where(Phase.plan_id == plan_id, Phase.key == key))
-        if target is not None and target.status == "pending":
+        if target is not None and target.status == PhaseStatus.PENDING:
             target.depends_on = [*target.depends_on, *[k for k in extra if k not in target.depends_on]]
     s.add(Event(plan_id=plan_id, type=f"{kind}_inserted", data=ins.event))
 
@@ -255,17 +256,17 @@ def fail_phase(db: Database, *, phase_id: str, attempt: int, code: str, message:
     with db.transaction() as s:
         locked = _lock(s, phase_id)
         if locked is None:
-            return Finished("fenced")
+            return Finished(Outcome.FENCED)
         plan, row = locked
         plan_id = plan.id
-        if row.attempt != attempt or row.status != "running":
-            return Finished("fenced")
-        status = "cancelled" if plan.cancel_requested else "failed"
+        if row.attempt != attempt or row.status != PhaseStatus.RUNNING:
+            return Finished(Outcome.FENCED)
+        status = PhaseStatus.CANCELLED if plan.cancel_requested else PhaseStatus.FAILED
         row.status, row.finished_at = status, now
         row.error_code, row.error_message = code, message[:2000]
         row.lease_owner = row.lease_expires_at = None
         plan.updated_at = now
-        done = Finished(status, *_progress(s, plan_id))
+        done = Finished(Outcome(status), *_progress(s, plan_id))
         s.add(Event(plan_id=plan_id, phase_key=row.key, type=f"phase_{status}",
                     data={"attempt": attempt, "error_code": code, "error": message[:500], **done.progress}))
         return done
@@ -277,7 +278,7 @@ def skip_phases(db: Database, plan_id: str, keys: Sequence[str], reason: str) ->
     now = utcnow()
     with db.transaction() as s:
         s.execute(update(Phase).where(Phase.plan_id == plan_id, Phase.key.in_(keys),
-                                      Phase.status == "pending")
-                  .values(status="skipped", finished_at=now, error_message=reason, enqueued_at=None))
+                                      Phase.status == PhaseStatus.PENDING)
+                  .values(status=PhaseStatus.SKIPPED, finished_at=now, error_message=reason, enqueued_at=None))
         s.add(Event(plan_id=plan_id, type="phases_skipped", data={"phases": list(keys), "reason": reason}))
 

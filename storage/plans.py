@@ -12,9 +12,11 @@ from sqlalchemy import func, or_, select, update
 
 from storage.db import Database
 from storage.errors import Busy, CapacityExceeded, Conflict, NotFound
-from storage.models import PLAN_FINAL, Event, Phase, Plan, utcnow
+from storage.models import Event, Phase, Plan, utcnow
 from storage.records import NewPhase, PhaseRecord, PlanRecord, snapshot
+from storage.status import PLAN_FINAL, PhaseStatus, PlanStatus
 
+_REOPENABLE = (PlanStatus.RUNNING, PlanStatus.FAILED, PlanStatus.BUDGET_EXHAUSTED)
 # Serialises the capacity check with the insert (SQLite's BEGIN IMMEDIATE already does).
 _CAPACITY_LOCK = 0x636F6E636C617665  # "conclave"
 
@@ -56,14 +58,14 @@ def create_plan(
         with db.transaction() as s:
             if db.dialect == "postgresql":  # count and insert as one step across processes
                 s.execute(select(func.pg_advisory_xact_lock(_CAPACITY_LOCK)))
-            active = s.scalar(select(func.count()).select_from(Plan).where(Plan.status == "running")) or 0
+            active = s.scalar(select(func.count()).select_from(Plan).where(Plan.status == PlanStatus.RUNNING)) or 0
             if active >= max_active:
                 raise CapacityExceeded(
                     f"{active} plans are active, the limit is {max_active} (CONCLAVE_MAX_ACTIVE_PLANS)"
                 )
             now = utcnow()
             s.add(Plan(id=plan_id, task_id=task_id, title=title, kind=kind, spec=spec,
-                       status="running", created_at=now, updated_at=now))
+                       status=PlanStatus.RUNNING, created_at=now, updated_at=now))
             s.flush()
             for p in phases:
                 s.add(_phase_row(plan_id, p, now))
@@ -81,7 +83,7 @@ def create_plan(
 def _phase_row(plan_id: str, p: NewPhase, now: datetime) -> Phase:
     return Phase(id=str(uuid.uuid4()), plan_id=plan_id, key=p.key, kind=p.kind, expert=p.expert,
                  round=p.round, group_key=p.group_key, position=p.position, depends_on=list(p.depends_on),
-                 meta=dict(p.meta), status="pending", attempt=0, created_at=now)
+                 meta=dict(p.meta), status=PhaseStatus.PENDING, attempt=0, created_at=now)
 
 
 def _by_task_id(db: Database, task_id: str) -> PlanRecord | None:
@@ -151,9 +153,9 @@ def request_cancel(db: Database, plan_id: str) -> list[str]:
         now = utcnow()
         plan.cancel_requested = True
         plan.updated_at = now
-        keys = list(s.scalars(select(Phase.key).where(Phase.plan_id == plan_id, Phase.status == "pending")))
-        s.execute(update(Phase).where(Phase.plan_id == plan_id, Phase.status == "pending")
-                  .values(status="cancelled", finished_at=now, enqueued_at=None))
+        keys = list(s.scalars(select(Phase.key).where(Phase.plan_id == plan_id, Phase.status == PhaseStatus.PENDING)))
+        s.execute(update(Phase).where(Phase.plan_id == plan_id, Phase.status == PhaseStatus.PENDING)
+                  .values(status=PhaseStatus.CANCELLED, finished_at=now, enqueued_at=None))
         s.add(Event(plan_id=plan_id, type="cancel_requested", data={"cancelled": keys}))
         return keys
 
@@ -190,30 +192,30 @@ def reopen(db: Database, plan_id: str, *, retry_failed: bool) -> list[str]:
         if plan is None:
             raise NotFound(f"no plan {plan_id!r}")
         reset: list[str] = []
-        reopenable = plan.status in ("running", "failed", "budget_exhausted") and not plan.cancel_requested
+        reopenable = plan.status in _REOPENABLE and not plan.cancel_requested
         if retry_failed and reopenable:
             rows = s.scalars(select(Phase).where(Phase.plan_id == plan_id,
-                                                 Phase.status.in_(("failed", "skipped")))).all()
+                                                 Phase.status.in_((PhaseStatus.FAILED, PhaseStatus.SKIPPED)))).all()
             for ph in rows:
-                if ph.status == "failed":
+                if ph.status == PhaseStatus.FAILED:
                     ph.retries_requested += 1
-                ph.status, ph.error_code, ph.error_message = "pending", None, None
+                ph.status, ph.error_code, ph.error_message = PhaseStatus.PENDING, None, None
                 ph.finished_at = ph.enqueued_at = None
                 reset.append(ph.key)
             if reset:
                 s.add(Event(plan_id=plan_id, type="retry_requested", data={"phases": reset}))
-        if plan.status in ("failed", "budget_exhausted") and reset:
-            plan.status, plan.error_code, plan.error_message, plan.finished_at = "running", None, None, None
+        if plan.status in (PlanStatus.FAILED, PlanStatus.BUDGET_EXHAUSTED) and reset:
+            plan.status, plan.error_code, plan.error_message, plan.finished_at = PlanStatus.RUNNING, None, None, None
         plan.updated_at = utcnow()
         return reset
 
 
-def finish_plan(db: Database, plan_id: str, status: str, *, error_code: str | None = None,
+def finish_plan(db: Database, plan_id: str, status: PlanStatus, *, error_code: str | None = None,
                 error_message: str | None = None) -> bool:
     """Move a running plan to a final status once. Returns whether this call did it."""
     now = utcnow()
     with db.transaction() as s:
-        res = s.execute(update(Plan).where(Plan.id == plan_id, Plan.status == "running")
+        res = s.execute(update(Plan).where(Plan.id == plan_id, Plan.status == PlanStatus.RUNNING)
                         .values(status=status, error_code=error_code, error_message=error_message,
                                 finished_at=now, updated_at=now))
         if res.rowcount != 1:  # type: ignore[attr-defined]
@@ -225,7 +227,7 @@ def finish_plan(db: Database, plan_id: str, status: str, *, error_code: str | No
 
 def running_plan_ids(db: Database, *, limit: int = 500) -> list[str]:
     with db.transaction() as s:
-        return list(s.scalars(select(Plan.id).where(Plan.status == "running")
+        return list(s.scalars(select(Plan.id).where(Plan.status == PlanStatus.RUNNING)
                               .order_by(Plan.updated_at).limit(limit)))
 
 
@@ -235,9 +237,9 @@ def stalled_plan_ids(db: Database, *, now: datetime, requeue_after: timedelta, l
     for ``requeue_after`` (a lost chord body). The reconciler re-derives their canvas."""
     cutoff = now - requeue_after
     with db.transaction() as s:
-        expired = select(Phase.plan_id).where(Phase.status == "running", Phase.lease_expires_at < now)
-        lost = select(Phase.plan_id).where(Phase.status == "pending", Phase.enqueued_at < cutoff)
-        q = (select(Plan.id).where(Plan.status == "running")
+        expired = select(Phase.plan_id).where(Phase.status == PhaseStatus.RUNNING, Phase.lease_expires_at < now)
+        lost = select(Phase.plan_id).where(Phase.status == PhaseStatus.PENDING, Phase.enqueued_at < cutoff)
+        q = (select(Plan.id).where(Plan.status == PlanStatus.RUNNING)
              .where(or_(Plan.id.in_(expired), Plan.id.in_(lost), Plan.updated_at < cutoff))
              .order_by(Plan.updated_at).limit(limit))
         return list(s.scalars(q))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from storage.models import PHASE_FINAL, PLAN_FINAL
+from storage.status import PHASE_FINAL, PLAN_FINAL, PhaseStatus, PlanStatus
 
 T = TypeVar("T")
 
@@ -23,13 +23,16 @@ class PlanRecord:
     title: str
     kind: str
     spec: dict[str, Any]
-    status: str
+    status: PlanStatus
     cancel_requested: bool
     error_code: str | None
     error_message: str | None
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", PlanStatus(self.status))
 
     @property
     def final(self) -> bool:
@@ -48,7 +51,7 @@ class PhaseRecord:
     position: int
     depends_on: list[str]
     meta: dict[str, Any]
-    status: str
+    status: PhaseStatus
     attempt: int
     lease_owner: str | None
     lease_expires_at: datetime | None
@@ -60,6 +63,9 @@ class PhaseRecord:
     error_message: str | None
     started_at: datetime | None
     finished_at: datetime | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", PhaseStatus(self.status))
 
     @property
     def final(self) -> bool:

@@ -13,7 +13,8 @@ from datetime import datetime
 from sqlalchemy import delete, func, or_, select, update
 
 from storage.db import Database
-from storage.models import PLAN_FINAL, Event, Phase, Plan
+from storage.models import Event, Phase, Plan
+from storage.status import PLAN_FINAL
 
 
 def prune(db: Database, *, older_than: datetime, max_events_per_plan: int, batch: int = 200) -> int:

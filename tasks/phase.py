@@ -17,6 +17,7 @@ from celery import shared_task
 from orchestrator.coordinator import PhaseWork
 from orchestrator.errors import ServiceUnavailable
 from orchestrator.logs import bind
+from storage.status import Outcome
 from tasks import runtime
 from tasks.hooks import RecordUsage, StopWhenCancelled, TokenBudget
 from tasks.lease import Lease
@@ -61,13 +62,13 @@ def execute(rt: runtime.Runtime, work: PhaseWork, lease: Lease) -> str:
                 completion = gateway.call(spec, followup, should_stop=lease.should_stop)
     except LLMError as exc:
         coordinator.fail(work, exc.code, exc.message)
-        return "failed"
+        return Outcome.FAILED
     except ServiceUnavailable:
         raise  # the lease will expire and the reconciler hands the phase to another attempt
     except Exception as exc:  # a bug must fail the phase, not strand the plan
         log.exception("phase crashed", extra={"action": "phase.crashed"})
         coordinator.fail(work, "conclave.internal", f"{type(exc).__name__}: {exc}")
-        return "failed"
+        return Outcome.FAILED
     return coordinator.complete(work, completion)
 
 

@@ -1,0 +1,57 @@
+"""The stored status vocabularies, defined once.
+
+Values are what the ``status`` columns hold (``StrEnum``: a member *is* its string,
+so rows written before these enums existed read back unchanged, and JSON shows the
+plain value).
+
+- phase: ``pending → running → completed | failed``; ``pending | running → cancelled``;
+  ``skipped`` when a dependency failed. Final: completed, failed, cancelled, skipped.
+- plan: ``running → completed | failed | cancelled | budget_exhausted``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class PhaseStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+
+    @property
+    def final(self) -> bool:
+        return self in PHASE_FINAL
+
+
+class PlanStatus(StrEnum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+
+    @property
+    def final(self) -> bool:
+        return self in PLAN_FINAL
+
+
+PHASE_FINAL: frozenset[PhaseStatus] = frozenset(
+    {PhaseStatus.COMPLETED, PhaseStatus.FAILED, PhaseStatus.CANCELLED, PhaseStatus.SKIPPED})
+PLAN_FINAL: frozenset[PlanStatus] = frozenset(
+    {PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED, PlanStatus.BUDGET_EXHAUSTED})
+# A phase that ended without a result: its dependents cannot use it.
+GIVEN_UP: frozenset[PhaseStatus] = frozenset({PhaseStatus.FAILED, PhaseStatus.SKIPPED, PhaseStatus.CANCELLED})
+
+
+class Outcome(StrEnum):
+    """How a write that finishes a phase ended: the status it stored, or ``fenced``
+    (another attempt owns the phase; nothing was written)."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    FENCED = "fenced"
