@@ -10,6 +10,12 @@ stored event and may miss chunks — the phase's full text is at
 ``/phases/{key}/content``). The stream ends once the plan is final and every
 event up to its end was sent.
 
+The bus carries two shapes: a stored event as it was stored (``id``, ``type``,
+``phase``, ``data``, published after its commit) and a chunk. A stored event from
+the bus is never forwarded as it is: it triggers the database read that sends it
+with its ``id:`` (an event the stream already sent is skipped), so every stored
+event reaches the client exactly once, in id order.
+
 Blocking calls run in the thread pool one short step at a time (a non-blocking
 drain of the subscription, one query), so an idle stream holds no thread; the
 number of open streams is bounded.
@@ -49,6 +55,12 @@ def chunk_event(message: dict[str, Any]) -> str:
 
 def _field(value: str) -> str:
     return value.replace("\r", " ").replace("\n", " ")
+
+
+def _already_sent(msg: dict[str, Any], last: int) -> bool:
+    """A published stored event whose id the stream has already sent."""
+    event_id = msg.get("id")
+    return isinstance(event_id, int) and event_id <= last
 
 
 def _drain(sub: Subscription) -> list[dict[str, Any]]:
@@ -118,7 +130,7 @@ class EventStreams:
                     if msg.get("type") == "chunk":
                         yield chunk_event(msg)
                         wrote = True
-                    else:  # a transition was committed: read its stored event before later chunks
+                    elif not _already_sent(msg, last):  # read it from the database before later chunks
                         next_poll = 0.0
                         break
                 if wrote:

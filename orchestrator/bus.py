@@ -1,7 +1,8 @@
 """Live fan-out of what experts are saying: an accelerator, never the truth.
 
-Messages (text chunks, phase transitions) are published after the database
-commit they describe. They may be lost (Redis keeps nothing on disk by default);
+Messages are stored events (published after the commit that stored them, in the
+shape of :meth:`storage.records.EventRecord.message`) and text chunks (bus-only:
+``{"type": "chunk", "phase", "expert", "seq", "text"}``). They may be lost (Redis keeps nothing on disk by default);
 a watcher that needs certainty re-reads stored events and contents.
 """
 
@@ -11,8 +12,10 @@ import json
 import logging
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
+
+from storage.records import EventRecord
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +133,13 @@ class _RedisSubscription:
             self._pubsub.close()
         except Exception:
             pass
+
+
+def publish_events(bus: Bus, plan_id: str, events: Iterable[EventRecord]) -> None:
+    """Publish stored events, after the commit that stored them: the bus message is the
+    stored event itself (:meth:`EventRecord.message`), so there is one shape per type."""
+    for event in events:
+        bus.publish(plan_id, event.message())
 
 
 def drain(sub: Subscription, timeout: float) -> Iterator[dict[str, Any]]:

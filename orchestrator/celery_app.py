@@ -1,20 +1,26 @@
 """The Celery application, configured for at-least-once delivery.
 
 Both sides build it from :class:`Settings`: the coordinator to send tasks by
-their registered names, the worker (``celery -A tasks worker``, see
-``tasks/celery.py``) to run them. Task modules are named in ``include`` so the
-control plane never imports task bodies.
+their registered names (:class:`~orchestrator.dispatch.CeleryDispatcher`), the
+worker (``celery -A tasks worker``, see ``tasks/celery.py``) to run them. Task
+modules are named in ``include`` — Celery imports them, the control plane never
+does; a process that runs a worker in itself attaches its resources with
+:func:`share`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from celery import Celery
 from celery.backends.redis import RedisBackend
 
-from orchestrator.canvas import Canvas, to_signature
+from orchestrator.bus import Bus
+from orchestrator.coordinator import Coordinator
 from orchestrator.settings import Settings
+from storage import Database
 
 TASK_MODULES = ["tasks.phase"]
 QUEUE = "conclave"
@@ -85,12 +91,34 @@ class TriggerRedisBackend(RedisBackend):
         return None  # nothing was subscribed, so there is nothing to unsubscribe
 
 
-class CeleryDispatcher:
-    """Sends compiled canvases through a Celery app, by task name."""
+@dataclass
+class Shared:
+    """What a process that built the app shares with a worker running in it (the embedded
+    mode): the worker's runtime reuses these instead of reading ``CONCLAVE_*`` again, so the
+    in-process worker sees the caller's database, in-memory bus and coordinator.
 
-    def __init__(self, app: Celery) -> None:
-        self.app = app
+    The control plane attaches it (:func:`share`); ``tasks.runtime`` reads it
+    (:func:`shared`) — so the control plane never imports task code. ``closers`` are run,
+    newest first, when the sharing client closes."""
 
-    def send(self, canvas: Canvas) -> None:
-        sig: Any = to_signature(canvas, self.app)
-        sig.apply_async()
+    settings: Settings
+    db: Database
+    bus: Bus
+    coordinator: Coordinator
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        while self.closers:
+            self.closers.pop()()
+
+
+_SHARED = "conclave_shared"
+
+
+def share(app: Celery, resources: Shared) -> None:
+    setattr(app, _SHARED, resources)
+
+
+def shared(app: Celery) -> Shared | None:
+    found = getattr(app, _SHARED, None)
+    return found if isinstance(found, Shared) else None

@@ -20,8 +20,9 @@ from types import TracebackType
 from typing import Any
 
 from orchestrator.bus import Bus, MemoryBus, RedisBus, Subscription
-from orchestrator.celery_app import CeleryDispatcher, build_app
+from orchestrator.celery_app import Shared, build_app, share
 from orchestrator.coordinator import CancelResult, Coordinator, ResumeResult
+from orchestrator.dispatch import CeleryDispatcher
 from orchestrator.errors import PlanNotFound, WaitTimeout, storage_boundary
 from orchestrator.schema import BoardPlan, TeamPlan
 from orchestrator.settings import Settings
@@ -44,6 +45,10 @@ class Conclave:
             bus = RedisBus(settings.redis_url) if settings.redis_url else MemoryBus()
         self.bus = bus
         self.coordinator = Coordinator(self.db, settings, CeleryDispatcher(self.app), bus)
+        # a worker running in this process (embedded mode) shares these instead of
+        # building its own: see orchestrator.celery_app.Shared
+        self._shared = Shared(settings, self.db, bus, self.coordinator)
+        share(self.app, self._shared)
         self._embedded: Any = None
         if settings.embedded and worker:
             self._start_embedded()
@@ -59,11 +64,7 @@ class Conclave:
 
     def _start_embedded(self) -> None:
         from orchestrator.embedded import EmbeddedWorker
-        from tasks import runtime
 
-        rt = runtime.build_runtime(self.settings, self.app, db=self.db, bus=self.bus)
-        rt.coordinator = self.coordinator
-        runtime.install(rt)
         self._embedded = EmbeddedWorker(self.app, self.coordinator, concurrency=self.settings.concurrency,
                                         reconcile_every=self.settings.reconcile_interval)
         self._embedded.start()
@@ -118,11 +119,9 @@ class Conclave:
 
     def close(self) -> None:
         if self._embedded is not None:
-            from tasks import runtime
-
             self._embedded.stop()
-            runtime.install(None)
             self._embedded = None
+        self._shared.close()
         self.db.dispose()
 
     def __enter__(self) -> Conclave:

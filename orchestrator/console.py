@@ -3,7 +3,8 @@ k/N done, and each finished contribution printed in full as it lands.
 
 Streamed chunks come from the bus (fast, may be lost); everything printed as
 final comes from the database (the record), so a lost chunk never shows wrong
-text. Dynamic events — a divergence verdict, a debate inserted (or refused by
+text. A stored event announced on the bus only makes the next database read
+come sooner. Dynamic events — a divergence verdict, a debate inserted (or refused by
 ``max_debates``), an expert who went missing — are derived from stored phases
 too, never from a bus message.
 """
@@ -97,7 +98,8 @@ class MeetingView:
                 next_poll = 0.0
                 while True:
                     for msg in drain(sub, 0.1):
-                        self._on_message(msg)
+                        if self._on_message(msg):
+                            next_poll = 0.0
                     if time.monotonic() >= next_poll:
                         view = self.conclave.get(self.plan_id)
                         self._print_finished(view)
@@ -123,10 +125,14 @@ class MeetingView:
                     + (f" · divergence checks: {', '.join(checks)}" if checks else ""))
         self.console.print(Text(line, style="dim"))
 
-    def _on_message(self, msg: dict[str, Any]) -> None:
+    def _on_message(self, msg: dict[str, Any]) -> bool:
+        """Keep a chunk's text; True when the message announces a stored event (the
+        view is then read from the database at once)."""
         if msg.get("type") == "chunk":
             key = str(msg.get("phase"))
             self.streams[key] = self.streams.get(key, "") + str(msg.get("text", ""))
+            return False
+        return "id" in msg
 
     def _print_finished(self, view: PlanView) -> None:
         for p in view.phases:

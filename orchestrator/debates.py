@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field, ValidationError
 
 from orchestrator.schema import TeamPlan, slugify
+from storage import payloads
 from storage.phases import Insertion
 from storage.records import NewPhase, PhaseRecord
 from storage.status import PhaseStatus
@@ -64,5 +65,5 @@ def debate_insertion(plan: TeamPlan, check: PhaseRecord, verdict: Verdict,
     ]
     waiting = [p.key for p in phases if check.key in p.depends_on and p.status == PhaseStatus.PENDING]
     return Insertion(phases=new, extra_deps={k: [n.key for n in new] for k in waiting},
-                     event={"check": check.key, "topic": verdict.topic, "participants": participants,
-                            "phases": [n.key for n in new]})
+                     event=payloads.debate_inserted(check=check.key, topic=verdict.topic,
+                                                    participants=participants, phases=[n.key for n in new]))

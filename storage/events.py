@@ -1,13 +1,42 @@
 """The event outbox. Ids are a global, increasing sequence: watchers replay from
-the last id they saw (SSE ``Last-Event-ID``)."""
+the last id they saw (SSE ``Last-Event-ID``).
+
+Every repository that changes state appends its events through an :class:`Outbox`
+in the same transaction, and returns the records it stored (with their ids), so
+the caller can publish exactly those after commit.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from sqlalchemy import select
 
 from storage.db import Database
 from storage.models import Event
+from storage.payloads import NewEvent
 from storage.records import EventRecord, snapshot
+
+
+class Outbox:
+    """The events appended in one transaction. :meth:`records` flushes them (one
+    flush, at the end of the transaction's writes) and returns them as stored."""
+
+    def __init__(self, session: Any, plan_id: str) -> None:
+        self._session = session
+        self._plan_id = plan_id
+        self._rows: list[Event] = []
+
+    def append(self, event: NewEvent) -> None:
+        row = Event(plan_id=self._plan_id, phase_key=event.phase_key, type=event.type, data=event.data)
+        self._session.add(row)
+        self._rows.append(row)
+
+    def records(self) -> tuple[EventRecord, ...]:
+        if not self._rows:
+            return ()
+        self._session.flush()
+        return tuple(snapshot(EventRecord, r) for r in self._rows)
 
 
 def list_events(db: Database, plan_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]:
@@ -17,7 +46,8 @@ def list_events(db: Database, plan_id: str, *, after: int = 0, limit: int = 1000
         return [snapshot(EventRecord, r) for r in rows]
 
 
-def append_event(db: Database, plan_id: str, type: str, data: dict[str, object], *,
-                 phase_key: str | None = None) -> None:
+def append_event(db: Database, plan_id: str, event: NewEvent) -> EventRecord:
     with db.transaction() as s:
-        s.add(Event(plan_id=plan_id, phase_key=phase_key, type=type, data=data))
+        outbox = Outbox(s, plan_id)
+        outbox.append(event)
+        return outbox.records()[0]

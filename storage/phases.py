@@ -16,9 +16,12 @@ from typing import Any
 
 from sqlalchemy import case, func, or_, select, update
 
+from storage import payloads
 from storage.db import Database
-from storage.models import Content, Event, Phase, Plan, UsageRow, utcnow
-from storage.records import NewPhase, PhaseRecord, snapshot
+from storage.events import Outbox
+from storage.models import Content, Phase, Plan, UsageRow, utcnow
+from storage.payloads import NewEvent
+from storage.records import EventRecord, NewPhase, PhaseRecord, snapshot
 from storage.status import PHASE_FINAL, Outcome, PhaseStatus
 
 
@@ -26,13 +29,17 @@ from storage.status import PHASE_FINAL, Outcome, PhaseStatus
 class Claim:
     phase: PhaseRecord  # as it is after the claim (status running, the new attempt)
     attempt: int
+    event: EventRecord  # phase_started, as stored
 
 
-def claim_phase(db: Database, phase_id: str, *, owner: str, lease: timedelta) -> Claim | None:
+def claim_phase(db: Database, phase_id: str, *, owner: str, lease: timedelta,
+                progress: tuple[int, int]) -> Claim | None:
     """Take a phase that is pending, or running with an expired lease.
 
     Returns None when the phase is final, leased by someone alive, or its plan is
     cancelled — the caller then acknowledges its message and does nothing.
+    ``progress`` is (k, n): phases final and in all, as the caller read them before
+    claiming; the ``phase_started`` event carries it.
     """
     now = utcnow()
     with db.transaction() as s:
@@ -51,9 +58,10 @@ def claim_phase(db: Database, phase_id: str, *, owner: str, lease: timedelta) ->
             return None
         row = s.get(Phase, phase_id)
         assert row is not None
-        s.add(Event(plan_id=row.plan_id, phase_key=row.key, type="phase_started",
-                    data={"attempt": attempt, "expert": row.expert, "kind": row.kind, "worker": owner}))
-        return Claim(snapshot(PhaseRecord, row), attempt)
+        outbox = Outbox(s, row.plan_id)
+        k, n = progress
+        outbox.append(payloads.phase_started(row, attempt=attempt, worker=owner, k=k, n=n))
+        return Claim(snapshot(PhaseRecord, row), attempt, outbox.records()[0])
 
 
 def renew_leases(db: Database, held: Sequence[tuple[str, int]], lease: timedelta) -> dict[str, bool]:
@@ -116,7 +124,7 @@ class Insertion:
 
     phases: Sequence[NewPhase]
     extra_deps: Mapping[str, Sequence[str]]  # existing phase key -> keys it must also wait for
-    event: dict[str, Any]
+    event: NewEvent  # appended when the phases are inserted
 
 
 @dataclass(frozen=True)
@@ -129,10 +137,7 @@ class Finished:
     status: Outcome
     k: int = 0
     n: int = 0
-
-    @property
-    def progress(self) -> dict[str, int]:
-        return {"k": self.k, "n": self.n}
+    events: tuple[EventRecord, ...] = ()  # what this call stored, to publish after commit
 
 
 def _progress(s: Any, plan_id: str) -> tuple[int, int]:
@@ -160,7 +165,8 @@ def complete_phase(
     text: str,
     summary: str,
     truncated: bool,
-    event_data: dict[str, Any],
+    fallback: bool,
+    offloaded: bool,
     insertion: Insertion | None = None,
     max_groups: int | None = None,
 ) -> Finished:
@@ -168,9 +174,9 @@ def complete_phase(
     cancel flag → content → fenced status update (+ usage marked as the phase's cost)
     → outbox event. The lease is cleared in the same transaction as the result.
 
-    Returns its status "completed", "cancelled" (the plan was cancelled while the model
-    ran) or "fenced" (another attempt owns the phase; nothing was written), with the
-    plan's progress, which the event carries too.
+    Returns its outcome: completed, cancelled (the plan was cancelled while the model
+    ran) or fenced (another attempt owns the phase; nothing was written), with the
+    plan's progress, which the event carries too, and the events it stored.
     ``insertion`` is applied only when fewer than ``max_groups`` groups of that kind exist.
 
     Idempotent for its own attempt: when a previous call committed but its
@@ -190,14 +196,14 @@ def complete_phase(
                 return Finished(Outcome(row.status), *_progress(s, plan_id))
             if row.attempt != attempt or row.status != PhaseStatus.RUNNING:
                 return Finished(Outcome.FENCED)
+            outbox = Outbox(s, plan_id)
             if plan.cancel_requested:
                 row.status, row.finished_at = PhaseStatus.CANCELLED, now
                 row.lease_owner = row.lease_expires_at = None
-                done = Finished(Outcome.CANCELLED, *_progress(s, plan_id))
-                s.add(Event(plan_id=plan_id, phase_key=row.key, type="phase_cancelled",
-                            data={"attempt": attempt, "reason": "plan cancelled while the model ran",
-                                  **done.progress}))
-                return done
+                k, n = _progress(s, plan_id)
+                outbox.append(payloads.phase_cancelled(row, attempt=attempt, k=k, n=n,
+                                                       reason="plan cancelled while the model ran"))
+                return Finished(Outcome.CANCELLED, k, n, outbox.records())
             s.add(Content(id=str(uuid.uuid4()), plan_id=plan_id, phase_id=phase_id, attempt=attempt,
                           text=text, chars=len(text), created_at=now))
             s.flush()
@@ -213,11 +219,12 @@ def complete_phase(
                       .values(counted=True))
             plan.updated_at = now
             if insertion is not None:
-                _insert(s, plan_id, insertion, max_groups)
-            done = Finished(Outcome.COMPLETED, *_progress(s, plan_id))
-            s.add(Event(plan_id=plan_id, phase_key=row.key, type="phase_completed",
-                        data={**event_data, **done.progress}))
-            return done
+                _insert(s, outbox, plan_id, insertion, max_groups)
+            k, n = _progress(s, plan_id)
+            outbox.append(payloads.phase_completed(row, attempt=attempt, chars=len(text), truncated=truncated,
+                                                   fallback=fallback, offloaded=offloaded, summary=summary,
+                                                   k=k, n=n))
+            return Finished(Outcome.COMPLETED, k, n, outbox.records())
     except _Fenced:
         return Finished(Outcome.FENCED)
 
@@ -226,7 +233,7 @@ class _Fenced(Exception):
     """Raised inside the completing transaction to roll it back."""
 
 
-def _insert(s: Any, plan_id: str, ins: Insertion, max_groups: int | None) -> None:
+def _insert(s: Any, outbox: Outbox, plan_id: str, ins: Insertion, max_groups: int | None) -> None:
     if not ins.phases:
         return
     kind = ins.phases[0].kind
@@ -234,8 +241,7 @@ def _insert(s: Any, plan_id: str, ins: Insertion, max_groups: int | None) -> Non
         groups = s.scalar(select(func.count(func.distinct(Phase.group_key)))
                           .where(Phase.plan_id == plan_id, Phase.kind == kind)) or 0
         if groups >= max_groups:
-            s.add(Event(plan_id=plan_id, type=f"{kind}_limit_reached",
-                        data={"limit": max_groups, "existing": groups}))
+            outbox.append(payloads.limit_reached(kind, limit=max_groups, existing=groups))
             return
     now = utcnow()
     for p in ins.phases:
@@ -247,7 +253,7 @@ def _insert(s: Any, plan_id: str, ins: Insertion, max_groups: int | None) -> Non
         target = s.scalar(select(Phase).where(Phase.plan_id == plan_id, Phase.key == key))
         if target is not None and target.status == PhaseStatus.PENDING:
             target.depends_on = [*target.depends_on, *[k for k in extra if k not in target.depends_on]]
-    s.add(Event(plan_id=plan_id, type=f"{kind}_inserted", data=ins.event))
+    outbox.append(ins.event)
 
 
 def fail_phase(db: Database, *, phase_id: str, attempt: int, code: str, message: str) -> Finished:
@@ -266,19 +272,26 @@ def fail_phase(db: Database, *, phase_id: str, attempt: int, code: str, message:
         row.error_code, row.error_message = code, message[:2000]
         row.lease_owner = row.lease_expires_at = None
         plan.updated_at = now
-        done = Finished(Outcome(status), *_progress(s, plan_id))
-        s.add(Event(plan_id=plan_id, phase_key=row.key, type=f"phase_{status}",
-                    data={"attempt": attempt, "error_code": code, "error": message[:500], **done.progress}))
-        return done
+        k, n = _progress(s, plan_id)
+        outbox = Outbox(s, plan_id)
+        if status == PhaseStatus.CANCELLED:
+            outbox.append(payloads.phase_cancelled(row, attempt=attempt, reason="plan cancelled", k=k, n=n,
+                                                   error_code=code, error=message))
+        else:
+            outbox.append(payloads.phase_failed(row, attempt=attempt, error_code=code, error=message, k=k, n=n))
+        return Finished(Outcome(status), k, n, outbox.records())
 
 
-def skip_phases(db: Database, plan_id: str, keys: Sequence[str], reason: str) -> None:
+def skip_phases(db: Database, plan_id: str, keys: Sequence[str], reason: str) -> tuple[EventRecord, ...]:
+    """Skip pending phases that can never run. Returns the event it stored."""
     if not keys:
-        return
+        return ()
     now = utcnow()
     with db.transaction() as s:
         s.execute(update(Phase).where(Phase.plan_id == plan_id, Phase.key.in_(keys),
                                       Phase.status == PhaseStatus.PENDING)
                   .values(status=PhaseStatus.SKIPPED, finished_at=now, error_message=reason, enqueued_at=None))
-        s.add(Event(plan_id=plan_id, type="phases_skipped", data={"phases": list(keys), "reason": reason}))
+        outbox = Outbox(s, plan_id)
+        outbox.append(payloads.phases_skipped(keys, reason))
+        return outbox.records()
 

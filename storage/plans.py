@@ -10,15 +10,43 @@ from typing import Any
 
 from sqlalchemy import func, or_, select, update
 
+from storage import payloads
 from storage.db import Database
 from storage.errors import Busy, CapacityExceeded, Conflict, NotFound
-from storage.models import Event, Phase, Plan, utcnow
-from storage.records import NewPhase, PhaseRecord, PlanRecord, snapshot
+from storage.events import Outbox
+from storage.models import Phase, Plan, utcnow
+from storage.records import EventRecord, NewPhase, PhaseRecord, PlanRecord, snapshot
 from storage.status import PLAN_FINAL, PhaseStatus, PlanStatus
 
 _REOPENABLE = (PlanStatus.RUNNING, PlanStatus.FAILED, PlanStatus.BUDGET_EXHAUSTED)
 # Serialises the capacity check with the insert (SQLite's BEGIN IMMEDIATE already does).
 _CAPACITY_LOCK = 0x636F6E636C617665  # "conclave"
+
+
+@dataclass(frozen=True)
+class Created:
+    """What :func:`create_plan` did: the plan's id, whether this call stored it, and
+    the events it stored (none when the plan already existed)."""
+
+    plan_id: str
+    created: bool
+    events: tuple[EventRecord, ...] = ()
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """What :func:`request_cancel` did: the pending phases it cancelled and the events it stored."""
+
+    keys: list[str]
+    events: tuple[EventRecord, ...] = ()
+
+
+@dataclass(frozen=True)
+class Reopened:
+    """What :func:`reopen` reset to pending, and the events it stored."""
+
+    keys: list[str]
+    events: tuple[EventRecord, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -39,7 +67,7 @@ def create_plan(
     phases: Sequence[NewPhase],
     task_id: str | None,
     max_active: int,
-) -> tuple[str, bool]:
+) -> Created:
     """Insert a plan and all its phases in one transaction.
 
     Idempotent per ``task_id``: a second submission with the same id returns the
@@ -52,7 +80,7 @@ def create_plan(
     if task_id is not None:
         existing = _by_task_id(db, task_id)
         if existing is not None:
-            return _same_spec_or_conflict(existing, spec, task_id), False
+            return Created(_same_spec_or_conflict(existing, spec, task_id), False)
     plan_id = str(uuid.uuid4())
     try:
         with db.transaction() as s:
@@ -69,15 +97,16 @@ def create_plan(
             s.flush()
             for p in phases:
                 s.add(_phase_row(plan_id, p, now))
-            s.add(Event(plan_id=plan_id, type="plan_submitted",
-                        data={"title": title, "kind": kind, "phases": len(phases)}))
+            outbox = Outbox(s, plan_id)
+            outbox.append(payloads.plan_submitted(title=title, kind=kind, phases=len(phases)))
+            stored = outbox.records()
     except Conflict:
         if task_id is not None:  # lost a race with an identical submission
             existing = _by_task_id(db, task_id)
             if existing is not None:
-                return _same_spec_or_conflict(existing, spec, task_id), False
+                return Created(_same_spec_or_conflict(existing, spec, task_id), False)
         raise
-    return plan_id, True
+    return Created(plan_id, True, stored)
 
 
 def _phase_row(plan_id: str, p: NewPhase, now: datetime) -> Phase:
@@ -139,7 +168,7 @@ def _state(s: Any, plan_id: str) -> PlanState | None:
     return PlanState(snapshot(PlanRecord, row), [snapshot(PhaseRecord, p) for p in phases])
 
 
-def request_cancel(db: Database, plan_id: str) -> list[str]:
+def request_cancel(db: Database, plan_id: str) -> Cancelled:
     """Set the stored cancel flag and cancel every pending phase. Returns their keys.
 
     Running phases notice the flag at their next safe point (heartbeat, completion).
@@ -149,15 +178,16 @@ def request_cancel(db: Database, plan_id: str) -> list[str]:
         if plan is None:
             raise NotFound(f"no plan {plan_id!r}")
         if plan.status in PLAN_FINAL:
-            return []
+            return Cancelled([])
         now = utcnow()
         plan.cancel_requested = True
         plan.updated_at = now
         keys = list(s.scalars(select(Phase.key).where(Phase.plan_id == plan_id, Phase.status == PhaseStatus.PENDING)))
         s.execute(update(Phase).where(Phase.plan_id == plan_id, Phase.status == PhaseStatus.PENDING)
                   .values(status=PhaseStatus.CANCELLED, finished_at=now, enqueued_at=None))
-        s.add(Event(plan_id=plan_id, type="cancel_requested", data={"cancelled": keys}))
-        return keys
+        outbox = Outbox(s, plan_id)
+        outbox.append(payloads.cancel_requested(keys))
+        return Cancelled(keys, outbox.records())
 
 
 def acquire_resume_guard(db: Database, plan_id: str, owner: str, hold: timedelta) -> None:
@@ -180,7 +210,7 @@ def acquire_resume_guard(db: Database, plan_id: str, owner: str, hold: timedelta
     raise Busy(f"resume already in progress for plan {plan_id} (guard held until {exists.isoformat()})")
 
 
-def reopen(db: Database, plan_id: str, *, retry_failed: bool) -> list[str]:
+def reopen(db: Database, plan_id: str, *, retry_failed: bool) -> Reopened:
     """Prepare a plan for resume; with ``retry_failed``, failed phases (and the phases
     skipped because of them) go back to pending and the retry is recorded on each.
 
@@ -192,6 +222,7 @@ def reopen(db: Database, plan_id: str, *, retry_failed: bool) -> list[str]:
         if plan is None:
             raise NotFound(f"no plan {plan_id!r}")
         reset: list[str] = []
+        outbox = Outbox(s, plan_id)
         reopenable = plan.status in _REOPENABLE and not plan.cancel_requested
         if retry_failed and reopenable:
             rows = s.scalars(select(Phase).where(Phase.plan_id == plan_id,
@@ -203,26 +234,27 @@ def reopen(db: Database, plan_id: str, *, retry_failed: bool) -> list[str]:
                 ph.finished_at = ph.enqueued_at = None
                 reset.append(ph.key)
             if reset:
-                s.add(Event(plan_id=plan_id, type="retry_requested", data={"phases": reset}))
+                outbox.append(payloads.retry_requested(reset))
         if plan.status in (PlanStatus.FAILED, PlanStatus.BUDGET_EXHAUSTED) and reset:
             plan.status, plan.error_code, plan.error_message, plan.finished_at = PlanStatus.RUNNING, None, None, None
         plan.updated_at = utcnow()
-        return reset
+        return Reopened(reset, outbox.records())
 
 
 def finish_plan(db: Database, plan_id: str, status: PlanStatus, *, error_code: str | None = None,
-                error_message: str | None = None) -> bool:
-    """Move a running plan to a final status once. Returns whether this call did it."""
+                error_message: str | None = None) -> EventRecord | None:
+    """Move a running plan to a final status once. Returns the ``plan_finished`` event
+    when this call did it, None when the plan was already final."""
     now = utcnow()
     with db.transaction() as s:
         res = s.execute(update(Plan).where(Plan.id == plan_id, Plan.status == PlanStatus.RUNNING)
                         .values(status=status, error_code=error_code, error_message=error_message,
                                 finished_at=now, updated_at=now))
         if res.rowcount != 1:  # type: ignore[attr-defined]
-            return False
-        s.add(Event(plan_id=plan_id, type="plan_finished",
-                    data={"status": status, "error_code": error_code, "error": error_message}))
-        return True
+            return None
+        outbox = Outbox(s, plan_id)
+        outbox.append(payloads.plan_finished(status, error_code=error_code, error=error_message))
+        return outbox.records()[0]
 
 
 def running_plan_ids(db: Database, *, limit: int = 500) -> list[str]:

@@ -95,6 +95,11 @@ class EventRecord:
     data: dict[str, Any]
     created_at: datetime
 
+    def message(self) -> dict[str, Any]:
+        """The bus message for this event: the stored event itself (``id``, ``type``,
+        ``phase``, ``data``), published after the commit that stored it."""
+        return {"id": self.id, "type": self.type, "phase": self.phase_key, "data": self.data}
+
 
 @dataclass(frozen=True)
 class NewPhase:

@@ -1,8 +1,10 @@
-"""What a worker process needs, built once: database, bus, coordinator, gateway, lease keeper.
+"""What a worker process needs, built once per Celery app: database, bus, coordinator,
+phase runner, lease keeper.
 
 A worker builds it lazily from ``CONCLAVE_*`` on its first task (after the fork,
-for prefork). The embedded mode builds one itself and :func:`install` s it, so the
-in-process worker shares the caller's database and in-memory bus.
+for prefork). When the process that built the app attached its resources to it
+(``orchestrator.celery_app.share`` — the embedded mode), the runtime reuses them,
+so the in-process worker shares the caller's database, in-memory bus and coordinator.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from dataclasses import dataclass
 from celery import Celery
 
 from orchestrator.bus import Bus, MemoryBus, RedisBus
-from orchestrator.celery_app import CeleryDispatcher
+from orchestrator.celery_app import shared
 from orchestrator.coordinator import Coordinator
+from orchestrator.dispatch import CeleryDispatcher
 from orchestrator.settings import Settings
 from storage import Database, connect
 from tasks.lease import LeaseKeeper
 from tasks.llm.gateway import default_providers
-from tasks.llm.types import Provider
+from tasks.runner import PhaseRunner
 
 
 @dataclass
@@ -30,40 +33,54 @@ class Runtime:
     settings: Settings
     db: Database
     coordinator: Coordinator
-    providers: dict[str, Provider]
+    runner: PhaseRunner
     leases: LeaseKeeper
     worker_id: str
+    owns_db: bool = True
 
     def close(self) -> None:
         self.leases.close()
-        self.db.dispose()
+        if self.owns_db:
+            self.db.dispose()
 
 
-def build_runtime(settings: Settings, app: Celery, *, db: Database | None = None,
-                  bus: Bus | None = None) -> Runtime:
+def build_runtime(settings: Settings, app: Celery, *, db: Database | None = None, bus: Bus | None = None,
+                  coordinator: Coordinator | None = None) -> Runtime:
+    owns_db = db is None
     db = db or connect(settings.effective_database_url, pool_size=settings.concurrency + 2)
     if bus is None:
         bus = RedisBus(settings.redis_url) if settings.redis_url else MemoryBus()
-    coordinator = Coordinator(db, settings, CeleryDispatcher(app), bus)
+    coordinator = coordinator or Coordinator(db, settings, CeleryDispatcher(app), bus)
+    runner = PhaseRunner(db, settings, bus, default_providers())
     worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-    return Runtime(settings, db, coordinator, default_providers(),
-                   LeaseKeeper(coordinator.renew, settings.heartbeat_seconds), worker_id)
+    return Runtime(settings, db, coordinator, runner, LeaseKeeper(runner.renew, settings.heartbeat_seconds),
+                   worker_id, owns_db)
 
 
-_installed: Runtime | None = None
+_RUNTIME = "conclave_runtime"
 _lock = threading.Lock()
 
 
-def install(runtime: Runtime | None) -> None:
-    global _installed
-    with _lock:
-        _installed = runtime
-
-
 def current(app: Celery) -> Runtime:
-    """The process's runtime; built from the environment on first use."""
-    global _installed
+    """The runtime of ``app`` in this process, built on first use: from the resources the
+    app's builder shared with it when there are some, else from ``CONCLAVE_*``."""
     with _lock:
-        if _installed is None:
-            _installed = build_runtime(Settings(), app)
-        return _installed
+        found = getattr(app, _RUNTIME, None)
+        if isinstance(found, Runtime):
+            return found
+        resources = shared(app)
+        if resources is None:
+            runtime = build_runtime(Settings(), app)
+        else:
+            runtime = build_runtime(resources.settings, app, db=resources.db, bus=resources.bus,
+                                    coordinator=resources.coordinator)
+            resources.closers.append(lambda: _forget(app, runtime))
+        setattr(app, _RUNTIME, runtime)
+        return runtime
+
+
+def _forget(app: Celery, runtime: Runtime) -> None:
+    with _lock:
+        if getattr(app, _RUNTIME, None) is runtime:
+            delattr(app, _RUNTIME)
+    runtime.close()

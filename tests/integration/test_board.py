@@ -68,8 +68,9 @@ def test_three_experts_two_rounds_complete_in_order_and_shape(workers: Any, clie
     assert sorted(d["k"] for d in completed) == list(range(1, 11))
     # live progress names who is speaking, with k/N
     started = [m for m in messages if m.get("type") == "phase_started"]
-    assert started and all({"k", "n", "expert", "kind", "round"} <= set(m) for m in started)
-    assert {m["expert"] for m in started if m["kind"] == "turn"} <= {"Dana", "Ravi", "Sofia"}
+    assert started and all({"k", "n", "expert", "kind", "round"} <= set(m["data"]) for m in started)
+    assert all(isinstance(m["id"], int) and m["phase"] for m in started)  # the stored event itself
+    assert {m["data"]["expert"] for m in started if m["data"]["kind"] == "turn"} <= {"Dana", "Ravi", "Sofia"}
     assert any(m.get("type") == "chunk" and m.get("expert") for m in messages)
 
     # the round summaries and the final summary read every turn in full and attribute views

@@ -4,7 +4,7 @@ bounded passes; a capacity limit on active plans refuses new submissions with a
 clear error — also when the submissions race.
 
 Against the test Postgres (no workers needed: phases are run in-process through
-the coordinator's data-plane functions).
+the phase runner, as a worker would).
 """
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ from sqlalchemy import func, select, text
 from orchestrator.errors import CapacityExceeded, ConclaveError
 from storage import events, plans, retention
 from storage.models import Event, Plan, utcnow
+from storage.payloads import NewEvent
+from tasks.llm.gateway import default_providers
 from tasks.llm.types import Completion, ModelSpec, Usage
+from tasks.runner import PhaseRunner
 from tests.integration.durability import assert_exactly_once, board_plan, ledger
 
 CAP = 100
@@ -34,19 +37,20 @@ def settings(private_settings: Any) -> Any:
 def _run_in_process(client: Any, plan_id: str) -> None:
     """Run every phase of a plan through claim → record usage → complete, in order."""
     coordinator = client.coordinator
+    runner = PhaseRunner(client.db, client.settings, client.bus, default_providers())
     spec = ModelSpec(name="default", provider="offline")
     for p in coordinator.state(plan_id).phases:
-        work = coordinator.claim(p.id, owner="test:0:retention")
+        work = runner.claim(p.id, owner="test:0:retention")
         assert work is not None, p.key
         used = Usage(input_tokens=10, output_tokens=20, source="estimated", method="test")
-        coordinator.record_usage(work, seq=1, purpose="chat", spec=spec, used=used)
-        assert coordinator.complete(work, Completion(text=f"text of {p.key}", usage=used)) == "completed"
+        runner.record_usage(work, seq=1, purpose="chat", spec=spec, used=used)
+        assert runner.complete(work, Completion(text=f"text of {p.key}", usage=used)) == "completed"
     coordinator.advance(plan_id)
 
 
 def _add_events(client: Any, plan_id: str, n: int, *, old: int = 0) -> None:
     for i in range(n):
-        events.append_event(client.db, plan_id, "note", {"i": i})
+        events.append_event(client.db, plan_id, NewEvent("note", {"i": i}))
     if old:
         with client.db.engine.begin() as c:
             c.execute(text("UPDATE events SET created_at = :t WHERE id IN (SELECT id FROM events "

@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator.coordinator import PhaseWork
 from storage import usage
+from tasks.llm.gateway import default_providers
 from tasks.llm.types import ModelSpec, Usage
+from tasks.runner import PhaseRunner
+from tasks.work import PhaseWork
 from tests.integration.durability import assert_exactly_once, board_plan, ledger, wait_for
 from tests.llm_server import LLMServer
 
@@ -88,9 +90,9 @@ def test_usage_write_is_idempotent_under_retries_and_races(client: Any) -> None:
     """A usage write retried (the database failed after committing) or raced by a
     duplicate never adds a row; a completion marks exactly that attempt's rows."""
     plan_id = client.submit(board_plan("usage writes"))
-    coordinator = client.coordinator
-    opening_id = coordinator.state(plan_id).by_key()["opening"].id
-    work = coordinator.claim(opening_id, owner="test:1:usage")
+    runner = PhaseRunner(client.db, client.settings, client.bus, default_providers())
+    opening_id = client.coordinator.state(plan_id).by_key()["opening"].id
+    work = runner.claim(opening_id, owner="test:1:usage")
     assert isinstance(work, PhaseWork) and work.attempt == 1
     spec = ModelSpec(name="default", provider="offline")
     used = Usage(input_tokens=100, output_tokens=50, source="provider", method=None)
@@ -99,15 +101,15 @@ def test_usage_write_is_idempotent_under_retries_and_races(client: Any) -> None:
 
     def write() -> None:
         barrier.wait()
-        coordinator.record_usage(work, seq=1, purpose="chat", spec=spec, used=used)
+        runner.record_usage(work, seq=1, purpose="chat", spec=spec, used=used)
 
     threads = [threading.Thread(target=write) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    coordinator.record_usage(work, seq=1, purpose="chat", spec=spec, used=used)  # a retry after commit
-    coordinator.record_usage(work, seq=2, purpose="summarise", spec=spec,
+    runner.record_usage(work, seq=1, purpose="chat", spec=spec, used=used)  # a retry after commit
+    runner.record_usage(work, seq=2, purpose="summarise", spec=spec,
                              used=Usage(input_tokens=10, output_tokens=5, source="estimated", method="chars/4"))
     rows = usage.rows_for_plan(client.db, plan_id)
     assert [(r.seq, r.source, r.counted) for r in rows] == [(1, "provider", False), (2, "estimated", False)]
@@ -115,8 +117,8 @@ def test_usage_write_is_idempotent_under_retries_and_races(client: Any) -> None:
     from tasks.llm.types import Completion
 
     done = Completion(text="The meeting is open.", usage=used, finish_reason="stop")
-    assert coordinator.complete(work, done) == "completed"
-    assert coordinator.complete(work, done) == "completed"  # a retried completion: same answer, no new row
+    assert runner.complete(work, done) == "completed"
+    assert runner.complete(work, done) == "completed"  # a retried completion: same answer, no new row
     led = ledger(client.db, plan_id)
     assert led.content_rows == {opening_id: 1}
     assert [(r.seq, r.counted) for r in led.usage_rows] == [(1, True), (2, True)]

@@ -73,8 +73,9 @@ def test_a_diverged_verdict_inserts_one_debate_phase_per_participant() -> None:
     # whatever waited for the diverging set now waits for the debate too
     assert dict(ins.extra_deps) == {k: ["debate-check-1.priya", "debate-check-1.marcus"]
                                     for k in ("rollout", "synthesis")}
-    assert ins.event == {"check": "check-1", "topic": "margin vs growth", "participants": ["Priya", "Marcus"],
-                         "phases": ["debate-check-1.priya", "debate-check-1.marcus"]}
+    assert ins.event.type == "debate_inserted" and ins.event.phase_key is None
+    assert ins.event.data == {"check": "check-1", "topic": "margin vs growth", "participants": ["Priya", "Marcus"],
+                              "phases": ["debate-check-1.priya", "debate-check-1.marcus"]}
 
 
 def test_dependents_that_already_ran_are_not_rewired() -> None:

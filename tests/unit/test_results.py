@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from orchestrator.coordinator import as_text
+from tasks.runner import as_text
 
 
 def test_strings_pass_through() -> None:

@@ -1,0 +1,246 @@
+"""The phase runner: the data plane's one way to run a phase.
+
+claim → decide without a model, or prepare the request → call the model through the
+gateway (hooks: cancellation, the token budget, a usage row per call) → complete or
+fail, fenced by the attempt → publish the stored events. Text chunks go to the bus
+as they stream. The lease heartbeat (:mod:`tasks.lease`) calls :meth:`PhaseRunner.renew`.
+
+It decides nothing about what runs next — that is the coordinator's ``advance``,
+which every canvas ends with. It uses the storage repositories, the model gateway
+(:mod:`tasks.llm`) and the control plane's pure modules (prompts, debates, dag,
+schema); every write it makes is idempotent or fenced, so a redelivered task or a
+retried write can never count twice.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import TypeVar
+
+from orchestrator import dag
+from orchestrator.bus import Bus, publish_events
+from orchestrator.debates import MalformedVerdict, debate_insertion, parse_verdict
+from orchestrator.divergence import lexical_verdict
+from orchestrator.errors import ServiceUnavailable, storage_boundary
+from orchestrator.prompts import build_request, divergence_retry
+from orchestrator.schema import BoardPlan, TeamPlan, parse_plan
+from orchestrator.settings import Settings
+from storage import Database, Unavailable, contents, phases, plans, usage
+from storage.status import Outcome, PhaseStatus
+from tasks.hooks import RecordUsage, StopWhenCancelled, TokenBudget
+from tasks.lease import Lease
+from tasks.llm.errors import LLMError
+from tasks.llm.gateway import Gateway
+from tasks.llm.types import ChatRequest, Completion, ModelSpec, Provider, Usage
+from tasks.work import PhaseWork
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def as_text(result: object) -> str:
+    """A result as stored text. Results that are not strings (a provider returning
+    structured content, None) are serialised — never sliced or measured as strings."""
+    if isinstance(result, str):
+        return result
+    if result is None:
+        return ""
+    return json.dumps(result, ensure_ascii=False, default=str, indent=2)
+
+
+class PhaseRunner:
+    def __init__(self, db: Database, settings: Settings, bus: Bus, providers: Mapping[str, Provider]) -> None:
+        self.db = db
+        self.settings = settings
+        self.bus = bus
+        self.providers = dict(providers)
+
+    def claim(self, phase_id: str, owner: str) -> PhaseWork | None:
+        """Claim a phase for this worker, or None when there is nothing to do (the phase
+        or its plan is final, it is leased by someone alive, or its inputs are not all
+        complete — then its enqueue mark is released for the next advance to send it)."""
+        with storage_boundary():
+            state = plans.state_of_phase(self.db, phase_id)
+            if state is None:
+                return None
+            plan_id = state.plan.id
+            by_key = state.by_key()
+            phase = next((p for p in state.phases if p.id == phase_id), None)
+            if phase is None or phase.final or state.plan.final:
+                return None
+            if not dag.inputs_done(phase, by_key):
+                phases.release_enqueued(self.db, phase_id)  # the next advance will send it
+                return None
+            progress = (sum(1 for p in state.phases if p.final), len(state.phases))
+            claim = phases.claim_phase(self.db, phase_id, owner=owner,
+                                       lease=timedelta(seconds=self.settings.lease_seconds), progress=progress)
+        if claim is None:
+            return None
+        publish_events(self.bus, plan_id, [claim.event])
+        return PhaseWork(parse_plan(state.plan.spec), plan_id, claim.phase, claim.attempt,
+                         dag.transitive_inputs(phase, by_key), state.phases)
+
+    def execute(self, work: PhaseWork, lease: Lease) -> Outcome:
+        """Run a claimed phase to its stored end. A model error or a bug fails the phase
+        (never strands the plan); a database outage propagates — the lease then expires
+        and the reconciler hands the phase to another attempt."""
+        gateway = Gateway(self.providers, hooks=[StopWhenCancelled(lease), TokenBudget(self, work),
+                                                 RecordUsage(self, work)])
+        seq = itertools.count()
+
+        def on_text(text: str) -> None:
+            self.publish_text(work, next(seq), text)
+
+        try:
+            decided = self.decide_without_model(work)  # e.g. a lexical divergence check
+            if decided is not None:
+                completion = decided
+            else:
+                spec, request = self.prepare(work)
+                completion = gateway.call(spec, request, on_text=on_text, should_stop=lease.should_stop)
+                followup = self.followup(work, request, completion)
+                if followup is not None:
+                    completion = gateway.call(spec, followup, should_stop=lease.should_stop)
+        except LLMError as exc:
+            self.fail(work, exc.code, exc.message)
+            return Outcome.FAILED
+        except ServiceUnavailable:
+            raise
+        except Exception as exc:  # a bug must fail the phase, not strand the plan
+            log.exception("phase crashed", extra={"action": "phase.crashed"})
+            self.fail(work, "conclave.internal", f"{type(exc).__name__}: {exc}")
+            return Outcome.FAILED
+        return self.complete(work, completion)
+
+    def decide_without_model(self, work: PhaseWork) -> Completion | None:
+        """The result of a phase that needs no model call, or None: a divergence check of a
+        plan with ``divergence: lexical`` reads its experts' stances from their full texts
+        (:mod:`orchestrator.divergence`) — deterministic, no tokens, no usage row."""
+        plan = work.plan
+        if work.phase.kind != "divergence" or not isinstance(plan, TeamPlan) or plan.divergence != "lexical":
+            return None
+        examined = [p for p in work.inputs if p.key in work.phase.meta.get("examines", []) and p.expert]
+        with storage_boundary():
+            texts = contents.read_texts(self.db, [p.id for p in examined if p.status == PhaseStatus.COMPLETED])
+        verdict, stances = lexical_verdict(plan.question, [(p.expert or "", texts[p.id])
+                                                           for p in examined if p.id in texts])
+        answer = {**verdict.model_dump(), "method": "lexical", "stances": stances}
+        return Completion(text=json.dumps(answer), usage=Usage(0, 0, "estimated", "lexical"),
+                          finish_reason="lexical")
+
+    def prepare(self, work: PhaseWork) -> tuple[ModelSpec, ChatRequest]:
+        """The model and the request for a claimed phase, built from the full text of
+        its inputs (resolved from the content store, never from summaries)."""
+        with storage_boundary():
+            texts = contents.read_texts(self.db, [p.id for p in work.inputs if p.status == PhaseStatus.COMPLETED])
+        expert = work.plan.expert(work.phase.expert or "")
+        return self.model_spec(work.plan, expert.model), build_request(work.plan, work.phase, work.inputs, texts)
+
+    def model_spec(self, plan: BoardPlan | TeamPlan, name: str) -> ModelSpec:
+        cfg = plan.models.get(name)
+        s = self.settings
+        if cfg is None:
+            return ModelSpec(name=name, provider=s.default_provider, first_chunk_timeout=s.first_chunk_timeout,
+                             idle_timeout=s.idle_timeout, deadline=s.call_deadline,
+                             max_output_tokens=s.max_output_tokens, context_window=s.context_window,
+                             options={"latency": s.offline_latency})
+        options = dict(cfg.options)
+        if cfg.provider == "offline":
+            options.setdefault("latency", s.offline_latency)
+        return ModelSpec(
+            name=name, provider=cfg.provider, model=cfg.model, base_url=cfg.base_url, api_key_env=cfg.api_key_env,
+            first_chunk_timeout=cfg.first_chunk_timeout or s.first_chunk_timeout,
+            idle_timeout=cfg.idle_timeout or s.idle_timeout, deadline=cfg.deadline or s.call_deadline,
+            max_output_tokens=cfg.max_output_tokens or s.max_output_tokens,
+            context_window=cfg.context_window or s.context_window, temperature=cfg.temperature,
+            max_retries=cfg.max_retries, options=options)
+
+    def followup(self, work: PhaseWork, request: ChatRequest, completion: Completion) -> ChatRequest | None:
+        """A corrective request when a structured answer is malformed (once), else None."""
+        if work.phase.kind != "divergence" or request.hints.get("retry"):
+            return None
+        try:
+            parse_verdict(completion.text)
+        except MalformedVerdict as exc:
+            return divergence_retry(request, str(exc))
+        return None
+
+    def spent_tokens(self, plan_id: str) -> int:
+        with storage_boundary():
+            return usage.spent_tokens(self.db, plan_id)
+
+    def record_usage(self, work: PhaseWork, *, seq: int, purpose: str, spec: ModelSpec, used: Usage) -> None:
+        """Write one call's usage as soon as it is known — idempotent per (phase, attempt, seq)."""
+        self._durably(lambda: usage.record_usage(
+            self.db, plan_id=work.plan_id, phase_id=work.phase.id, attempt=work.attempt, seq=seq,
+            purpose=purpose, model=f"{spec.provider}:{spec.model or spec.name}", input_tokens=used.input_tokens,
+            output_tokens=used.output_tokens, source=used.source, method=used.method))
+
+    def complete(self, work: PhaseWork, completion: Completion) -> Outcome:
+        """Store the result (see :func:`storage.phases.complete_phase` for the order of
+        writes), then publish what was stored. Returns completed | cancelled | fenced."""
+        text = as_text(completion.text)
+        insertion, max_groups = None, None
+        if work.phase.kind == "divergence" and isinstance(work.plan, TeamPlan):
+            try:
+                verdict = parse_verdict(text)
+            except MalformedVerdict:
+                verdict = None
+                log.warning("divergence verdict malformed after retry; no debate",
+                            extra={"action": "debate.no_verdict"})
+            if verdict is not None:
+                insertion = debate_insertion(work.plan, work.phase, verdict, work.all_phases)
+                max_groups = work.plan.max_debates
+        summary = text if len(text) <= self.settings.summary_chars else text[: self.settings.summary_chars] + "…"
+        done = self._durably(lambda: phases.complete_phase(
+            self.db, phase_id=work.phase.id, attempt=work.attempt, text=text, summary=summary,
+            truncated=completion.truncated, fallback=completion.fallback,
+            offloaded=len(text) > self.settings.inline_limit, insertion=insertion, max_groups=max_groups))
+        if done.status == Outcome.FENCED:
+            log.warning("result discarded: another attempt owns the phase", extra={"action": "phase.fenced"})
+            return done.status
+        publish_events(self.bus, work.plan_id, done.events)
+        log.info("phase %s %s (%d chars)", work.key, done.status, len(text), extra={"action": f"phase.{done.status}"})
+        return done.status
+
+    def fail(self, work: PhaseWork, code: str, message: str) -> Outcome:
+        """Fail the phase, fenced by the attempt (cancelled instead when the plan was
+        cancelled). Returns failed | cancelled | fenced."""
+        done = self._durably(lambda: phases.fail_phase(self.db, phase_id=work.phase.id, attempt=work.attempt,
+                                                       code=code, message=message))
+        if done.status != Outcome.FENCED:
+            publish_events(self.bus, work.plan_id, done.events)
+            log.warning("phase %s %s: %s %s", work.key, done.status, code, message[:200],
+                        extra={"action": f"phase.{done.status}"})
+        return done.status
+
+    def renew(self, held: Sequence[tuple[str, int]]) -> dict[str, bool]:
+        """The lease heartbeat (see :func:`storage.phases.renew_leases`)."""
+        with storage_boundary():
+            return phases.renew_leases(self.db, held, timedelta(seconds=self.settings.lease_seconds))
+
+    def publish_text(self, work: PhaseWork, seq: int, text: str) -> None:
+        """A streamed chunk: bus-only, never stored (the full text is, at completion)."""
+        self.bus.publish(work.plan_id, {"type": "chunk", "phase": work.key, "expert": work.phase.expert,
+                                        "seq": seq, "text": text})
+
+    def _durably(self, write: Callable[[], T]) -> T:
+        """Retry a result write while the database is unavailable (with backoff, up to
+        ``db_retry_seconds``). Every write it wraps is idempotent or fenced."""
+        deadline = time.monotonic() + self.settings.db_retry_seconds
+        delay = 0.2
+        while True:
+            try:
+                return write()
+            except Unavailable as exc:
+                if time.monotonic() + delay > deadline:
+                    raise ServiceUnavailable(f"database unavailable: {exc}") from exc
+                log.warning("database unavailable, retrying in %.1fs: %s", delay, exc,
+                            extra={"action": "db.retry"})
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
