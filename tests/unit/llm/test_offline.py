@@ -12,8 +12,8 @@ import pytest
 
 from tasks.llm.errors import ProviderMisconfigured, ProviderUnavailable
 from tasks.llm.offline import OfflineProvider, derived_stance, parse_positions
-from tasks.llm.offline_reading import Topic
-from tasks.llm.offline_voice import profile_for
+from tasks.llm.offline.topic import Topic
+from tasks.llm.offline.voice import profile_for
 from tasks.llm.types import ChatRequest, ContextBlock, ModelSpec, TextDelta, UsageReport
 
 TOPIC = "Should we move our product to usage-based pricing?"

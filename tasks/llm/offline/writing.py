@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from tasks.llm import offline_lexicon as lx
-from tasks.llm.offline_minutes import (
+from tasks.llm.offline import lexicon as lx
+from tasks.llm.offline.minutes import (
     render_divergence,
     render_final_summary,
     render_opening,
@@ -21,7 +20,8 @@ from tasks.llm.offline_minutes import (
     render_summarise,
     render_synthesis,
 )
-from tasks.llm.offline_reading import (
+from tasks.llm.offline.options import OfflineOptions
+from tasks.llm.offline.reading import (
     Call,
     Said,
     clause,
@@ -32,12 +32,9 @@ from tasks.llm.offline_reading import (
     read_request,
     speaker_of,
 )
-from tasks.llm.offline_text import Dice, cap, count_words, join_names, paragraphs, slug_of
-from tasks.llm.offline_voice import Voice, profile_for
+from tasks.llm.offline.text import Dice, cap, count_words, join_names, paragraphs, slug_of
+from tasks.llm.offline.voice import Voice, profile_for
 from tasks.llm.types import ChatRequest
-
-if TYPE_CHECKING:
-    from tasks.llm.offline import OfflineOptions
 
 _ROLE_IN_PROMPT = re.compile(r"\bYou are [A-Z][\w'-]*(?: [A-Z][\w'-]*)?,? (?:the |our |a |an )([^.,;\n]+)")
 

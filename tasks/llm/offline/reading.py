@@ -2,7 +2,7 @@
 their stances and ``Position:`` lines, and what each statement is about.
 
 The result is a :class:`Call`, the one object every renderer of
-:mod:`tasks.llm.offline_writing` and :mod:`tasks.llm.offline_minutes` works from.
+:mod:`tasks.llm.offline.writing` and :mod:`tasks.llm.offline.minutes` works from.
 Reading never invents: a speaker is named only from the hints, the prompt's
 "You are …", a block's source key or title, or the order of ``speakers``.
 """
@@ -13,24 +13,20 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tasks.llm import offline_lexicon as lx
-from tasks.llm.offline_text import (
+from tasks.llm.offline import lexicon as lx
+from tasks.llm.offline.options import STANCES, OfflineOptions
+from tasks.llm.offline.text import (
     cap,
     count_words,
-    decap,
-    gerund_of,
     slug_of,
     split_sentences,
     strip_end,
 )
+from tasks.llm.offline.topic import Topic
 from tasks.llm.types import ChatRequest
 
-if TYPE_CHECKING:
-    from tasks.llm.offline import OfflineOptions
-
-STANCES = ("support", "oppose", "conditional")
 KINDS = (
     "opening",
     "turn",
@@ -42,7 +38,6 @@ KINDS = (
     "synthesis",
     "summarise",
 )
-DASH = "\u2014"  # em dash, the separator of a Position line
 
 
 # --- who is speaking ----------------------------------------------------------
@@ -59,67 +54,6 @@ def speaker_of(request: ChatRequest) -> str | None:
 
 
 _NAME_IN_PROMPT = re.compile(r"\bYou are ([A-Z][\w'-]*(?: [A-Z][\w'-]*)?)")
-
-
-# --- the topic -----------------------------------------------------------------
-
-
-_QUESTION_PREFIX = re.compile(
-    r"^(?:should|shall|could|can|must|would|will|do|does)\s+"
-    r"(?:we|i|you|they|(?:the|our|my)\s+[\w-]+(?:\s+team)?)\s+(?:not\s+)?(?P<action>.+)$",
-    re.I,
-)
-_OTHER_PREFIX = re.compile(
-    r"^(?:is it (?:time|wise|worth it|a good idea) to|would it be (?:wise|worth it|a good idea) to|"
-    r"whether (?:or not )?(?:to|we should)|proposal:|motion:|we should|let'?s|what if we)\s+(?P<action>.+)$",
-    re.I,
-)
-_MOVE_VERBS = (
-    "move",
-    "switch",
-    "migrate",
-    "shift",
-    "change",
-    "go",
-    "convert",
-    "transition",
-    "expand",
-    "pivot",
-    "return",
-    "upgrade",
-)
-
-
-@dataclass(frozen=True)
-class Topic:
-    question: str  # as put to the panel
-    gerund: str  # "moving our product to usage-based pricing"
-    short: str  # "usage-based pricing"
-    proper: frozenset[str] = frozenset()  # capitalised words of the question that keep their capital
-
-    @classmethod
-    def parse(cls, text: str) -> Topic:
-        question = " ".join(text.strip().split()) or "the proposal before us"
-        core = strip_end(question)
-        proper = frozenset(w.strip(".,;:!?'\"()") for w in core.split()[1:] if w[:1].isupper())
-        match = _QUESTION_PREFIX.match(core) or _OTHER_PREFIX.match(core)
-        if not match:
-            phrase = decap(core) if count_words(core) <= 10 and not core.endswith("?") else "the proposal"
-            if question.endswith("?") and not match:
-                phrase = "the proposal"
-            return cls(question, phrase, phrase, proper)
-        action = match.group("action").strip()
-        verb, _, rest = action.partition(" ")
-        gerund = f"{gerund_of(verb)} {rest}".strip()
-        short = rest or gerund
-        lowered = f" {rest.lower()} "
-        if verb.lower() in _MOVE_VERBS and " to " in lowered:
-            short = rest[lowered.rindex(" to ") + 3 :].strip()
-        elif verb.lower() in ("replace", "swap") and " with " in lowered:
-            short = rest[lowered.rindex(" with ") + 5 :].strip()
-        if not short or count_words(short) > 7:
-            short = gerund
-        return cls(question, gerund, short, proper)
 
 
 # --- context ------------------------------------------------------------------

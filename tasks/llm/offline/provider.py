@@ -9,7 +9,7 @@ should read like a real meeting. It guarantees:
 * **Role and memory.** It reads ``request.hints`` (kind, topic, expert, role,
   round, panel, …) and ``request.context``. Each expert keeps a stance on the
   topic (``options["stances"]`` or SHA-256 of name + topic), talks in its
-  role's vocabulary (see :mod:`tasks.llm.offline_lexicon`), and answers named
+  role's vocabulary (see :mod:`tasks.llm.offline.lexicon`), and answers named
   earlier speakers by quoting or paraphrasing what their blocks actually say.
 * **Structure.** Every turn, expert and debate text has exactly one line
   ``Position: SUPPORT|OPPOSE|CONDITIONAL — <sentence>``; a divergence check
@@ -25,10 +25,10 @@ should read like a real meeting. It guarantees:
   whole text. A hang can be cut short with :meth:`OfflineProvider.release`.
 
 This module is the provider (options, timing, faults, usage). What it says is
-written elsewhere: :mod:`~tasks.llm.offline_reading` reads the request,
-:mod:`~tasks.llm.offline_writing` (the experts) and
-:mod:`~tasks.llm.offline_minutes` (the chair and the record) write the answer,
-in the :mod:`~tasks.llm.offline_voice` of each speaker.
+written elsewhere: :mod:`~tasks.llm.offline.reading` reads the request,
+:mod:`~tasks.llm.offline.writing` (the experts) and
+:mod:`~tasks.llm.offline.minutes` (the chair and the record) write the answer,
+in the :mod:`~tasks.llm.offline.voice` of each speaker.
 """
 
 from __future__ import annotations
@@ -36,14 +36,12 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator
 
-from tasks.llm.errors import ProviderMisconfigured, ProviderUnavailable
-from tasks.llm.offline_reading import STANCES, derived_stance, parse_positions, speaker_of
-from tasks.llm.offline_text import slug_of
-from tasks.llm.offline_writing import render
+from tasks.llm.errors import ProviderUnavailable
+from tasks.llm.offline.options import OfflineOptions
+from tasks.llm.offline.reading import speaker_of
+from tasks.llm.offline.writing import render
 from tasks.llm.types import (
     ChatRequest,
     Completion,
@@ -54,94 +52,7 @@ from tasks.llm.types import (
     UsageReport,
 )
 
-__all__ = ["USAGE_METHOD", "OfflineOptions", "OfflineProvider", "derived_stance", "parse_positions"]
-
 USAGE_METHOD = "offline:chars/4"
-
-
-# --- options -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OfflineOptions:
-    """``spec.options`` of an offline model, validated."""
-
-    latency: float = 0.02
-    first_chunk_delay: float = 0.02
-    chunk_chars: int = 24
-    words: int = 110
-    hang_all: bool = False
-    hang: frozenset[str] = frozenset()  # slugs
-    hang_seconds: float = 3600.0
-    fail_all: bool = False
-    fail: frozenset[str] = frozenset()  # slugs
-    break_after_chars: int | None = None
-    stances: Mapping[str, str] = field(default_factory=dict)  # slug -> stance
-    malformed_divergence: bool = False
-
-    @classmethod
-    def parse(cls, options: Mapping[str, Any]) -> OfflineOptions:
-        try:
-            latency = float(options.get("latency", 0.02))
-            first = float(options.get("first_chunk_delay", latency))
-            chunk_chars = int(options.get("chunk_chars", 24))
-            words = int(options.get("words", 110))
-            hang_seconds = float(options.get("hang_seconds", 3600.0))
-            brk = options.get("break_after_chars")
-            break_after = None if brk is None else int(brk)
-        except (TypeError, ValueError) as exc:
-            raise ProviderMisconfigured(f"offline provider: bad numeric option ({exc})") from exc
-        if (
-            min(latency, first, hang_seconds) < 0
-            or words < 1
-            or (break_after is not None and break_after < 0)
-        ):
-            raise ProviderMisconfigured("offline provider: options must not be negative (words >= 1)")
-        hang_all, hang = cls._names(options.get("hang"), "hang")
-        fail_all, fail = cls._names(options.get("fail"), "fail")
-        raw_stances = options.get("stances") or {}
-        if not isinstance(raw_stances, Mapping):
-            raise ProviderMisconfigured("offline provider: 'stances' must map expert names to stances")
-        stances: dict[str, str] = {}
-        for name, stance in raw_stances.items():
-            value = str(stance).strip().lower()
-            if value not in STANCES:
-                raise ProviderMisconfigured(
-                    f"offline provider: stance {stance!r} for {name!r} is not one of {', '.join(STANCES)}"
-                )
-            stances[slug_of(str(name))] = value
-        return cls(
-            latency=latency,
-            first_chunk_delay=first,
-            chunk_chars=chunk_chars,
-            words=words,
-            hang_all=hang_all,
-            hang=hang,
-            hang_seconds=hang_seconds,
-            fail_all=fail_all,
-            fail=fail,
-            break_after_chars=break_after,
-            stances=stances,
-            malformed_divergence=bool(options.get("malformed_divergence", False)),
-        )
-
-    @staticmethod
-    def _names(value: Any, key: str) -> tuple[bool, frozenset[str]]:
-        if value is None or value is False:
-            return False, frozenset()
-        if value is True:
-            return True, frozenset()
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, Sequence | set | frozenset):
-            raise ProviderMisconfigured(f"offline provider: {key!r} must be true or a list of expert names")
-        return False, frozenset(slug_of(str(v)) for v in value)
-
-    def hangs(self, speaker: str | None) -> bool:
-        return self.hang_all or (speaker is not None and slug_of(speaker) in self.hang)
-
-    def fails(self, speaker: str | None) -> bool:
-        return self.fail_all or (speaker is not None and slug_of(speaker) in self.fail)
 
 
 # --- the provider ------------------------------------------------------------

@@ -14,6 +14,8 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+DASH = "\u2014"  # em dash, the separator of a Position line
+
 
 def slug_of(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "", name.lower())

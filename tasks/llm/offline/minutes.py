@@ -13,13 +13,11 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
-from tasks.llm import offline_lexicon as lx
-from tasks.llm.offline_reading import (
-    DASH,
-    STANCES,
+from tasks.llm.offline import lexicon as lx
+from tasks.llm.offline.options import STANCES
+from tasks.llm.offline.reading import (
     Call,
     Said,
-    Topic,
     clause,
     concern_of,
     concern_terms,
@@ -28,7 +26,8 @@ from tasks.llm.offline_reading import (
     parse_positions,
     quote_of,
 )
-from tasks.llm.offline_text import (
+from tasks.llm.offline.text import (
+    DASH,
     Dice,
     cap,
     count_words,
@@ -38,7 +37,8 @@ from tasks.llm.offline_text import (
     split_sentences,
     strip_end,
 )
-from tasks.llm.offline_voice import Voice, profile_for
+from tasks.llm.offline.topic import Topic
+from tasks.llm.offline.voice import Voice, profile_for
 
 
 def _stance_phrase(stance: str | None) -> str:

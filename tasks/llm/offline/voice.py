@@ -1,7 +1,7 @@
 """A speaker's voice in the offline model: the vocabulary of a role, the stance it
 argues, and the sentences (reasons, conditions, ``Position:`` lines) it says them in.
 
-The words come from :mod:`tasks.llm.offline_lexicon`; a voice picks among them
+The words come from :mod:`tasks.llm.offline.lexicon`; a voice picks among them
 with its own dice and never uses the same template twice while fresh ones remain.
 """
 
@@ -11,9 +11,9 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from tasks.llm import offline_lexicon as lx
-from tasks.llm.offline_reading import DASH, Topic
-from tasks.llm.offline_text import Dice, cap, decap, strip_end
+from tasks.llm.offline import lexicon as lx
+from tasks.llm.offline.text import DASH, Dice, cap, decap, strip_end
+from tasks.llm.offline.topic import Topic
 
 
 def profile_for(role: str) -> lx.RoleProfile:
