@@ -20,7 +20,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from orchestrator.errors import ConclaveError, InvalidPlan, PlanNotFound
-from orchestrator.logs import configure
+from orchestrator.celery_app import build_app
+from orchestrator.logs import configure, context_in_worker_logs
 from orchestrator.settings import Settings
 from orchestrator.views import PlanView
 from storage.status import PlanStatus
@@ -236,7 +237,8 @@ def worker(ctx: click.Context, beat: bool) -> None:
     settings = _settings()
     if settings.embedded:
         raise click.ClickException("`conclave worker` needs CONCLAVE_BROKER_URL and CONCLAVE_DATABASE_URL")
-    from tasks.celery import app
+    app = build_app(settings)  # Celery imports the task modules named in its include
+    context_in_worker_logs()
 
     argv = ["worker", "--pool", settings.pool, "--concurrency", str(settings.concurrency), "-Q", "conclave",
             "-E", "--loglevel", settings.log_level, *(["-B"] if beat else []), *ctx.args]
@@ -246,9 +248,8 @@ def worker(ctx: click.Context, beat: bool) -> None:
 @cli.command()
 def beat() -> None:
     """Run the reconciler schedule (celery beat)."""
-    from tasks.celery import app
-
-    app.start(["beat", "--loglevel", _settings().log_level])
+    settings = _settings()
+    build_app(settings).start(["beat", "--loglevel", settings.log_level])
 
 
 @cli.command()

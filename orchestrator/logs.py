@@ -52,6 +52,18 @@ FORMAT = ("%(asctime)s %(levelname)s %(name)s [plan=%(plan_id)s phase=%(phase)s 
           "%(action)s: %(message)s")
 
 
+def context_in_worker_logs() -> None:
+    """Worker entry points: put the context filter on the handlers Celery sets up."""
+    from celery.signals import after_setup_logger
+
+    after_setup_logger.connect(_add_context_filter, weak=False, dispatch_uid="conclave.log_context")
+
+
+def _add_context_filter(**_: object) -> None:
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(ContextFilter())
+
+
 def configure(level: str = "INFO", *, stream: TextIO | None = None) -> None:
     """Entry points only: install one handler with the context filter on the root logger."""
     handler: logging.Handler = logging.StreamHandler(stream)

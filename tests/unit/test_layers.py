@@ -1,0 +1,131 @@
+"""The layering holds, checked on the source (every import, at any depth of a module,
+``TYPE_CHECKING`` ones included):
+
+    storage  ←  tasks.llm  ←  orchestrator  ←  tasks (task bodies, runner, runtime, lease, hooks)
+
+- ``storage`` imports nothing of ours outside ``storage``;
+- ``tasks.llm`` is a leaf: nothing of ours outside ``tasks.llm``;
+- ``orchestrator`` (the control plane) imports ``storage`` and ``tasks.llm`` only — never
+  other task code (Celery imports the task modules named in the app's ``include``);
+- no import cycle between our modules (importing ``a.b`` counts as importing ``a`` too).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+PACKAGES = ("storage", "tasks", "orchestrator")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _ours(name: str) -> bool:
+    return name.split(".")[0] in PACKAGES
+
+
+def _resolve(name: str) -> str:
+    """The module an imported name lives in (``from storage import plans`` → storage.plans)."""
+    while name not in MODULES and "." in name:
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
+def _imports(module: str) -> Iterator[str]:
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            if _ours(target):
+                yield _resolve(target)
+
+
+def _edges(module: str) -> set[str]:
+    """What loading ``module`` loads of ours: its imports and their parent packages."""
+    out: set[str] = set()
+    for target in _imports(module):
+        parts = target.split(".")
+        out.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    # its own packages are loading already (Python imports them first): not an edge
+    parts = module.split(".")
+    out -= {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    return {m for m in out if m in MODULES}
+
+
+GRAPH = {m: _edges(m) for m in MODULES}
+
+
+def _violations(layer: str, allowed: tuple[str, ...]) -> list[str]:
+    def inside(name: str, prefix: str) -> bool:
+        return name == prefix or name.startswith(prefix + ".")
+
+    return [f"{m} imports {t}" for m in MODULES if inside(m, layer)
+            for t in sorted(set(_imports(m))) if not any(inside(t, a) for a in allowed)]
+
+
+def test_the_walker_sees_imports_at_any_depth() -> None:
+    assert "tasks.runner" in GRAPH["tasks.phase"] or "tasks.runtime" in GRAPH["tasks.phase"]
+    assert "tasks.llm.types" in GRAPH["orchestrator.prompts"]
+    assert "orchestrator.embedded" in GRAPH["orchestrator.client"]  # imported inside a method
+
+
+def test_storage_imports_only_storage() -> None:
+    assert _violations("storage", ("storage",)) == []
+
+
+def test_the_model_gateway_is_a_leaf() -> None:
+    assert _violations("tasks.llm", ("tasks.llm",)) == []
+
+
+def test_the_control_plane_imports_no_task_code() -> None:
+    assert _violations("orchestrator", ("orchestrator", "storage", "tasks.llm")) == []
+
+
+def test_there_is_no_import_cycle() -> None:
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(GRAPH[m]):
+            if state.get(t) == 1:
+                cycles.append([*stack[stack.index(t):], t])
+            elif t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(GRAPH):
+        if m not in state:
+            visit(m)
+    assert cycles == []
