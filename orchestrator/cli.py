@@ -19,8 +19,8 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from orchestrator.errors import ConclaveError, InvalidPlan, PlanNotFound
 from orchestrator.celery_app import build_app
+from orchestrator.errors import ConclaveError, InvalidPlan, PlanNotFound
 from orchestrator.logs import configure, context_in_worker_logs
 from orchestrator.settings import Settings
 from orchestrator.views import PlanView

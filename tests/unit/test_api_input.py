@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from orchestrator import api_input as inp
 from orchestrator.api import create_app
-from orchestrator.api_ops import exposition
+from orchestrator.api import inputs as inp
+from orchestrator.api.ops import exposition
 from orchestrator.canvas import Canvas, Run, to_signature
 from orchestrator.celery_app import build_app
 from orchestrator.errors import BodyTooLarge, InvalidRequest, MalformedBody

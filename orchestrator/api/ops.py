@@ -15,7 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 
-from orchestrator.api_errors import error_body
+from orchestrator.api.errors import error_body
 from orchestrator.errors import storage_boundary
 from storage import Database
 from storage import plans as plans_repo

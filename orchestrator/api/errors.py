@@ -5,16 +5,12 @@
 with a generic 500 that carries only a request id. Server-side failures never put
 driver messages, hosts or stack frames in a response body.
 
-Two ASGI middlewares sit outside the router: :class:`CatchAll` (the last line:
-no exception reaches uvicorn, every response carries ``X-Request-ID``) and
-:class:`BearerAuth` (when ``CONCLAVE_API_TOKEN`` is set, every ``/v1`` request
-needs it — checked before any body is read, compared in constant time).
+:class:`CatchAll` is the outermost ASGI middleware, the last line: no exception
+reaches uvicorn, and every response carries ``X-Request-ID``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
 import uuid
@@ -26,7 +22,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from orchestrator.errors import ConclaveError, ServiceUnavailable, Unauthorized
+from orchestrator.errors import ConclaveError, ServiceUnavailable
 
 log = logging.getLogger("orchestrator.api")
 
@@ -119,45 +115,3 @@ class CatchAll:
             if not started:
                 await _send_json(send, 500, error_body("internal", "internal error", {"request_id": rid}),
                                  [(b"x-request-id", rid.encode())])
-
-
-class BearerAuth:
-    """``Authorization: Bearer <token>`` on every ``/v1`` path when a token is configured.
-
-    Fails closed: a configured but empty token refuses every request.
-    """
-
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
-        self.app = app
-        self.required = token is not None
-        token = (token or "").strip()  # a token read from a file often ends in a newline
-        self._digest = hashlib.sha256(token.encode()).digest() if token else None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "")
-        if scope["type"] != "http" or not self.required or not (path == "/v1" or path.startswith("/v1/")):
-            await self.app(scope, receive, send)
-            return
-        problem = self._check(scope)
-        if problem is None:
-            await self.app(scope, receive, send)
-            return
-        exc = Unauthorized("authentication required: send Authorization: Bearer <token>",
-                           details=[{"field": "Authorization", "message": problem}])
-        response = conclave_error_response(exc)
-        await response(scope, receive, send)
-
-    def _check(self, scope: Scope) -> str | None:
-        values = [v for k, v in scope.get("headers", []) if k.lower() == b"authorization"]
-        if not values:
-            return "missing"
-        if len(values) > 1:
-            return "more than one Authorization header"
-        scheme, _, given = values[0].strip().partition(b" ")
-        if scheme.lower() != b"bearer" or not given.strip():
-            return "not a bearer token"
-        if self._digest is None:
-            return "the server's token is empty; every request is refused"
-        if not hmac.compare_digest(hashlib.sha256(given.strip()).digest(), self._digest):
-            return "wrong token"
-        return None

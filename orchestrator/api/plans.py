@@ -1,38 +1,25 @@
-"""The HTTP API (FastAPI): ``create_app(settings)``, served by ``conclave api``.
+"""The plan routes under ``/v1``: submit, read, result and phase content, resume,
+cancel, and the event stream (:mod:`orchestrator.api.events`).
 
-    POST /v1/plans                            submit (JSON, ``{"plan": …}`` or YAML)
-    GET  /v1/plans/{id}                       the PlanView (id or task_id)
-    GET  /v1/plans/{id}/result                the final phase's full text
-    GET  /v1/plans/{id}/phases/{key}/content  one phase's full text
-    POST /v1/plans/{id}/resume                ``{"retry_failed": bool}`` (optional)
-    POST /v1/plans/{id}/cancel
-    GET  /v1/plans/{id}/events                Server-Sent Events (see :mod:`orchestrator.api_events`)
-    GET  /healthz, /readyz, /metrics          (see :mod:`orchestrator.api_ops`)
-
-A thin layer over :class:`~orchestrator.client.Conclave`: every answer is derived
-from the database, so any number of API processes can serve the same cluster.
-Errors are JSON and never 500 for anything a client sends (see
-:mod:`orchestrator.api_errors`, :mod:`orchestrator.api_input`). The reference is
-``docs/api.md``.
+Each is a thin layer over :class:`~orchestrator.client.Conclave`, whose blocking
+calls run in the thread pool; bodies and path values are read through
+:mod:`orchestrator.api.inputs`, so a client error always names its field.
 """
+
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from orchestrator import api_input as inp
-from orchestrator.api_errors import BearerAuth, CatchAll, install_error_handlers
-from orchestrator.api_events import EventStreams
-from orchestrator.api_ops import router as ops_router
+from orchestrator.api import inputs as inp
+from orchestrator.api.events import EventStreams
 from orchestrator.client import Conclave
 from orchestrator.errors import (
     CapacityExceeded,
@@ -44,9 +31,7 @@ from orchestrator.errors import (
     PlanConflict,
 )
 from orchestrator.settings import Settings
-from storage import connect
 
-log = logging.getLogger("orchestrator.api")
 T = TypeVar("T")
 
 SMALL_BODY = 64 * 1024  # resume/cancel bodies
@@ -56,39 +41,6 @@ class ResumeBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     retry_failed: bool = False
-
-
-def create_app(settings: Settings, *, client: Conclave | None = None) -> FastAPI:
-    """The API for ``settings``. It owns a :class:`Conclave` (built at startup, closed at
-    shutdown) unless one is given. Embedded settings run an in-process worker."""
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        owned = client is None
-        c = client or Conclave(settings, db=connect(settings.effective_database_url, pool_size=16),
-                               worker=settings.embedded)
-        app.state.client = c
-        app.state.streams = EventStreams(c.coordinator, c.bus)
-        log.info("api ready (%s)", "auth required" if settings.api_token is not None else "no auth",
-                 extra={"action": "api.started"})
-        try:
-            yield
-        finally:
-            if owned:
-                c.close()
-
-    app = FastAPI(title="Conclave", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
-                  openapi_url=None)
-    install_error_handlers(app)
-    token = settings.api_token.get_secret_value() if settings.api_token is not None else None
-    if token is not None and not token.strip():
-        log.error("CONCLAVE_API_TOKEN is set but empty: every /v1 request will be refused",
-                  extra={"action": "api.misconfigured"})
-    app.add_middleware(BearerAuth, token=token)
-    app.add_middleware(CatchAll)  # added last: outermost
-    app.include_router(_plans_router(settings))
-    app.include_router(ops_router)
-    return app
 
 
 async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -112,7 +64,7 @@ def _client(request: Request) -> Conclave:
     return c
 
 
-def _plans_router(settings: Settings) -> APIRouter:
+def plans_router(settings: Settings) -> APIRouter:
     router = APIRouter(prefix="/v1")
     limit = settings.max_plan_bytes
 
