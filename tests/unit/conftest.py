@@ -1,0 +1,43 @@
+"""Fixtures of the service-free tier."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.unit.planes import Planes, migrated_template
+
+# SQLite files live in memory-backed storage when the machine has it: a commit there costs
+# no disk flush, so a whole plan runs in a fraction of a second.
+SHM = Path("/dev/shm")
+
+
+@pytest.fixture(scope="session")
+def fast_dir() -> Iterator[Path]:
+    if SHM.is_dir() and os.access(SHM, os.W_OK):
+        path = Path(tempfile.mkdtemp(prefix="conclave-unit-", dir=SHM))
+        yield path
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path = Path(tempfile.mkdtemp(prefix="conclave-unit-"))
+        yield path
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def template_db(fast_dir: Path) -> Path:
+    return migrated_template(fast_dir)
+
+
+@pytest.fixture()
+def planes(template_db: Path, fast_dir: Path) -> Iterator[Planes]:
+    directory = Path(tempfile.mkdtemp(dir=fast_dir))
+    p = Planes.open(template_db, directory)
+    yield p
+    p.close()
+    shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,54 @@
+"""One shape per event type: the builders in ``storage.payloads`` make exactly the keys
+``docs/api.md`` documents, and a stored event's bus message is the event itself."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from storage import payloads
+from storage.payloads import NewEvent
+from storage.records import EventRecord
+from tests.conftest import ROOT
+from tests.unit.stored import example, stored
+
+
+def _documented() -> dict[str, set[str]]:
+    text = (ROOT / "docs" / "api.md").read_text()
+    rows = re.findall(r"^  \| `([a-z_]+)` \| (.+) \|$", text, re.MULTILINE)
+    return {kind: set(re.findall(r"`([a-z_]+)`", keys)) for kind, keys in rows}
+
+
+def _built() -> list[NewEvent]:
+    phase = stored(example("board"))[1]
+    return [
+        payloads.plan_submitted(title="t", kind="board", phases=3),
+        payloads.phase_started(phase, attempt=1, worker="w", k=0, n=3),
+        payloads.phase_completed(phase, attempt=1, chars=3, truncated=False, fallback=False, offloaded=False,
+                                 summary="s", k=1, n=3),
+        payloads.phase_failed(phase, attempt=1, error_code="llm.unavailable", error="e", k=1, n=3),
+        payloads.phase_cancelled(phase, attempt=1, reason="r", k=1, n=3),
+        payloads.phases_skipped(["a"], "r"),
+        payloads.debate_inserted(check="check-1", topic="t", participants=["A", "B"], phases=["d.a", "d.b"]),
+        payloads.limit_reached("debate", limit=1, existing=1),
+        payloads.cancel_requested(["a"]),
+        payloads.retry_requested(["a"]),
+        payloads.plan_finished("completed", error_code=None, error=None),
+    ]
+
+
+def test_every_event_type_has_the_documented_keys() -> None:
+    documented = _documented()
+    built = {e.type: set(e.data) for e in _built()}
+    assert built == documented
+
+
+def test_phase_events_name_their_phase_and_plan_events_none() -> None:
+    for event in _built():
+        assert (event.phase_key is not None) == event.type.startswith("phase_"), event.type
+
+
+def test_the_bus_message_of_a_stored_event_is_the_event() -> None:
+    record = EventRecord(id=7, plan_id="p", phase_key="opening", type="phase_started", data={"attempt": 1},
+                         created_at=datetime.now(UTC))
+    assert record.message() == {"id": 7, "type": "phase_started", "phase": "opening", "data": {"attempt": 1}}
