@@ -21,7 +21,7 @@ from rich.markup import escape
 
 from orchestrator.errors import ConclaveError, InvalidPlan, PlanNotFound
 from orchestrator.logs import configure
-from orchestrator.settings import Settings
+from orchestrator.settings import Settings, settings_errors
 from orchestrator.views import PlanView
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -34,9 +34,8 @@ def _settings() -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
-        for e in exc.errors():
-            name = "CONCLAVE_" + "_".join(str(part) for part in e["loc"]).upper()
-            err.print(escape(f"error [settings.invalid] {name}: {e['msg']}"), highlight=False)
+        for line in settings_errors(exc):
+            err.print(escape(f"error [settings.invalid] {line}"), highlight=False)
         sys.exit(2)
 
 

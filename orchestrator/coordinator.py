@@ -27,9 +27,11 @@ from orchestrator.errors import ServiceUnavailable, storage_boundary, translate_
 from orchestrator.expand import expand
 from orchestrator.logs import bind
 from orchestrator.prompts import build_request, divergence_retry
+from orchestrator.registry import ModelResolver
 from orchestrator.schema import BoardPlan, TeamPlan, dump_plan, load_plan, parse_plan
 from orchestrator.settings import Settings
 from storage import Database, Unavailable, contents, events, phases, plans, retention, usage
+from storage.identity import DEFAULT_TENANT, Principal
 from storage.models import utcnow
 from storage.plans import PlanState
 from storage.records import EventRecord, PhaseRecord, PlanRecord
@@ -99,17 +101,22 @@ class Coordinator:
         self.settings = settings
         self.dispatcher = dispatcher
         self.bus = bus
+        self.models = ModelResolver.from_settings(settings)  # raises InvalidConfiguration for a bad registry
 
     # ---------------------------------------------------------------- control plane
 
     @translate_storage
-    def submit(self, source: Any) -> SubmitResult:
-        """Store a plan and all its phases atomically, then enqueue what is ready.
-        Idempotent per ``task_id``."""
+    def submit(self, source: Any, *, principal: Principal | None = None) -> SubmitResult:
+        """Check the plan against the models this deployment runs, store it and all its
+        phases atomically in the principal's tenant (the default tenant without one),
+        then enqueue what is ready. Idempotent per (tenant, ``task_id``)."""
         plan = load_plan(source, max_bytes=self.settings.max_plan_bytes)
+        self.models.check_plan(plan)
         plan_id, created = plans.create_plan(
             self.db, title=plan.title, kind=plan.kind, spec=dump_plan(plan), phases=expand(plan),
-            task_id=plan.task_id, max_active=self.settings.max_active_plans)
+            task_id=plan.task_id, max_active=self.settings.max_active_plans,
+            tenant=principal.tenant if principal else DEFAULT_TENANT, principal=principal,
+            submit_rate=self.settings.submit_rate)
         with bind(plan_id=plan_id):
             log.info("plan %s %s", plan_id, "submitted" if created else "already submitted",
                      extra={"action": "plan.submitted"})
@@ -309,23 +316,8 @@ class Coordinator:
         return self.model_spec(work.plan, expert.model), build_request(work.plan, work.phase, work.inputs, texts)
 
     def model_spec(self, plan: BoardPlan | TeamPlan, name: str) -> ModelSpec:
-        cfg = plan.models.get(name)
-        s = self.settings
-        if cfg is None:
-            return ModelSpec(name=name, provider=s.default_provider, first_chunk_timeout=s.first_chunk_timeout,
-                             idle_timeout=s.idle_timeout, deadline=s.call_deadline,
-                             max_output_tokens=s.max_output_tokens, context_window=s.context_window,
-                             options={"latency": s.offline_latency})
-        options = dict(cfg.options)
-        if cfg.provider == "offline":
-            options.setdefault("latency", s.offline_latency)
-        return ModelSpec(
-            name=name, provider=cfg.provider, model=cfg.model, base_url=cfg.base_url, api_key_env=cfg.api_key_env,
-            first_chunk_timeout=cfg.first_chunk_timeout or s.first_chunk_timeout,
-            idle_timeout=cfg.idle_timeout or s.idle_timeout, deadline=cfg.deadline or s.call_deadline,
-            max_output_tokens=cfg.max_output_tokens or s.max_output_tokens,
-            context_window=cfg.context_window or s.context_window, temperature=cfg.temperature,
-            max_retries=cfg.max_retries, options=options)
+        """Resolved now, from this process's registry and settings (:mod:`orchestrator.registry`)."""
+        return self.models.spec(plan, name)
 
     def followup(self, work: PhaseWork, request: ChatRequest, completion: Completion) -> ChatRequest | None:
         """A corrective request when a structured answer is malformed (once), else None."""

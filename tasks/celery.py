@@ -5,11 +5,16 @@ Configuration is read from ``CONCLAVE_*`` here, at the edge, and nowhere else.
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from orchestrator.celery_app import build_app
 from orchestrator.logs import ContextFilter
-from orchestrator.settings import Settings
+from orchestrator.settings import Settings, settings_errors
 
-settings = Settings()
+try:
+    settings = Settings()
+except ValidationError as exc:  # refuse to start, naming the variable
+    raise SystemExit("\n".join(f"conclave worker: {line}" for line in settings_errors(exc))) from None
 app = build_app(settings)
 
 
