@@ -8,13 +8,18 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from orchestrator.celery_app import build_app
+from orchestrator.errors import InvalidConfiguration
 from orchestrator.logs import ContextFilter
+from orchestrator.registry import ModelResolver
 from orchestrator.settings import Settings, settings_errors
 
 try:
     settings = Settings()
+    ModelResolver.from_settings(settings)  # a bad model registry refuses to start too
 except ValidationError as exc:  # refuse to start, naming the variable
     raise SystemExit("\n".join(f"conclave worker: {line}" for line in settings_errors(exc))) from None
+except InvalidConfiguration as exc:
+    raise SystemExit(f"conclave worker: [{exc.code}] {exc.message}") from None
 app = build_app(settings)
 
 
