@@ -86,6 +86,7 @@ _NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
 _FORBIDDEN_CHARS = re.compile(r"[\s\\@\x00-\x1f\x7f]")
 _ENCODED_SEPARATORS = re.compile(r"%(2e|2f|5c|00)", re.IGNORECASE)
 _MAX_URL = 2000
+_AUTHORITY = re.compile(r"^(\[[^\]]*\]|[^:\[\]]*)(:([1-9][0-9]{0,4})?)?$")  # host, then a canonical port
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,8 @@ def parse_url(url: str, *, pattern: bool = False) -> tuple[Target, bool]:
         raise EgressRefused("credentials in the URL are refused")
     if parsed.query or parsed.fragment or "?" in text or "#" in text:
         raise EgressRefused("a query or fragment is refused")
+    if not _AUTHORITY.match(text.split("://", 1)[-1].split("/", 1)[0]):
+        raise EgressRefused("the port must be written as plain digits (no sign, no leading zero)")
     port = parsed.port if parsed.port is not None else DEFAULT_PORTS[scheme]
     if not 1 <= port <= 65535:
         raise EgressRefused(f"port {port} is out of range")

@@ -63,7 +63,11 @@ REFUSED = {
     "file:///etc/passwd": "scheme",
     "//api.openai.com/v1": "scheme",
     "https://api.openai.com:99999/v1": "out of range",
-    "https://api.openai.com:0/v1": "out of range",
+    "https://api.openai.com:0/v1": "plain digits",
+    "https://api.openai.com:+443/v1": "plain digits",
+    "https://api.openai.com:0443/v1": "plain digits",
+    "http://%31%32%37.0.0.1/": "numeric host",
+    "http://api.openai%2ecom/v1": "not a valid host",
     # numeric hosts resolvers read as 169.254.169.254 or 127.0.0.1
     "http://2852039166/": "numeric host",
     "http://0xa9fea9fe/": "numeric host",
