@@ -60,8 +60,7 @@ def create_plan(
     plan_id = new_plan_id()
     try:
         with db.transaction() as s:
-            now = utcnow()
-            tenancy.admit(s, db.dialect, tenant, now=now, max_active=max_active, submit_rate=submit_rate)
+            now = tenancy.admit(s, db.dialect, tenant, max_active=max_active, submit_rate=submit_rate)
             s.add(Plan(id=plan_id, tenant=tenant, task_id=task_id, title=title, kind=kind, spec=spec,
                        status="running", created_at=now, updated_at=now))
             s.flush()

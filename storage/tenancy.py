@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from storage.errors import CapacityExceeded, RateLimited
-from storage.models import Plan
+from storage.models import Plan, utcnow
 
 RATE_WINDOW = timedelta(minutes=1)
 
@@ -28,11 +28,13 @@ def lock_key(tenant: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def admit(s: Any, dialect: str, tenant: str, *, now: datetime, max_active: int, submit_rate: int) -> None:
+def admit(s: Any, dialect: str, tenant: str, *, max_active: int, submit_rate: int) -> datetime:
     """Raise :class:`RateLimited` or :class:`CapacityExceeded` if ``tenant`` may not add
-    a plan now; otherwise return with the tenant's lock held until the transaction ends."""
+    a plan now; otherwise return the plan's creation time, read once the tenant's lock is
+    held (held until the transaction ends) — so creation times follow the lock order."""
     if dialect == "postgresql":
         s.execute(select(func.pg_advisory_xact_lock(lock_key(tenant))))
+    now = utcnow()
     if submit_rate > 0:
         since = now - RATE_WINDOW
         recent, oldest = s.execute(
@@ -40,7 +42,7 @@ def admit(s: Any, dialect: str, tenant: str, *, now: datetime, max_active: int, 
         ).one()
         if recent >= submit_rate:
             wait = (oldest + RATE_WINDOW - now).total_seconds() if oldest is not None else 1.0
-            retry_after = max(1, math.ceil(wait))
+            retry_after = min(int(RATE_WINDOW.total_seconds()), max(1, math.ceil(wait)))  # clocks may differ
             raise RateLimited(f"tenant {tenant!r} submitted {recent} plans in the last minute, the limit is "
                               f"{submit_rate} (CONCLAVE_SUBMIT_RATE); retry in {retry_after}s", retry_after)
     active = s.scalar(select(func.count()).select_from(Plan).where(Plan.tenant == tenant,
@@ -48,3 +50,4 @@ def admit(s: Any, dialect: str, tenant: str, *, now: datetime, max_active: int, 
     if active >= max_active:
         raise CapacityExceeded(f"{active} plans are active, the limit is {max_active} per tenant "
                                f"(tenant {tenant!r}; CONCLAVE_MAX_ACTIVE_PLANS)")
+    return now
