@@ -204,9 +204,10 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings(database_url=db_url, broker_url=redis_srv.url, concurrency=args.concurrency,
                             lease_seconds=3.0, requeue_after=4.0, reconcile_interval=1.0,
                             db_retry_seconds=60.0, resume_guard_seconds=5.0,
-                            max_active_plans=max(1000, args.plans))
+                            max_active_plans=max(1000, args.plans), submit_rate=0,
+                            allow_plan_models=True)  # the bench's plans drive the offline model's options
         env = {k: v for k, v in os.environ.items() if not k.startswith("CONCLAVE_")}
-        env.update({f"CONCLAVE_{k.upper()}": str(v) for k, v in settings.model_dump().items() if v is not None})
+        env.update(settings.environ())
         env["CONCLAVE_LOG_LEVEL"] = "WARNING"
         for i in range(args.workers):
             procs.append(Proc(f"worker{i}", ["worker", "--pool", "threads", "--concurrency",

@@ -42,9 +42,7 @@ def board(i: int, latency: float) -> dict[str, Any]:
 
 def env_for(settings: Any) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONCLAVE_")}
-    for name, value in settings.model_dump().items():
-        if value is not None:
-            env[f"CONCLAVE_{name.upper()}"] = str(value)
+    env.update(settings.environ())
     return env
 
 
@@ -124,7 +122,8 @@ def main() -> None:
     results: dict[str, float] = {}
     try:
         for pool, conc in (("threads", 32), ("prefork", 2)):
-            settings = Settings(database_url=url, broker_url=REDIS, pool=pool, concurrency=conc)  # type: ignore[arg-type]
+            settings = Settings(database_url=url, broker_url=REDIS, pool=pool, concurrency=conc,  # type: ignore[arg-type]
+                                allow_plan_models=True, submit_rate=0)
             worker = start_worker(settings, pool, conc, log)
             client = Conclave(settings, worker=False)
             try:
@@ -135,7 +134,8 @@ def main() -> None:
                 client.close()
                 stop(worker)
 
-        settings = Settings(database_url=url, broker_url=REDIS, pool="threads", concurrency=32)  # type: ignore[arg-type]
+        settings = Settings(database_url=url, broker_url=REDIS, pool="threads", concurrency=32,  # type: ignore[arg-type]
+                            allow_plan_models=True, submit_rate=0)
         worker = start_worker(settings, "threads", 32, log)
         client = Conclave(settings, worker=False)
         try:

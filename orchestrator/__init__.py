@@ -9,11 +9,13 @@ from orchestrator.client import Conclave
 from orchestrator.errors import (
     CapacityExceeded,
     ConclaveError,
+    InvalidConfiguration,
     InvalidPlan,
     PlanConflict,
     PlanNotFound,
     ResumeInProgress,
     ServiceUnavailable,
+    SubmitRateLimited,
     WaitTimeout,
 )
 from orchestrator.schema import BoardPlan, TeamPlan, load_plan
@@ -24,12 +26,14 @@ __all__ = [
     "CapacityExceeded",
     "Conclave",
     "ConclaveError",
+    "InvalidConfiguration",
     "InvalidPlan",
     "PlanConflict",
     "PlanNotFound",
     "ResumeInProgress",
     "ServiceUnavailable",
     "Settings",
+    "SubmitRateLimited",
     "TeamPlan",
     "WaitTimeout",
     "load_plan",

@@ -20,9 +20,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from orchestrator.celery_app import build_app
-from orchestrator.errors import ConclaveError, InvalidPlan, PlanNotFound
+from orchestrator.errors import ConclaveError, InvalidConfiguration, InvalidPlan, PlanNotFound
 from orchestrator.logs import configure, context_in_worker_logs
-from orchestrator.settings import Settings
+from orchestrator.settings import Settings, settings_errors
 from orchestrator.views import PlanView
 from storage.status import PlanStatus
 
@@ -36,9 +36,8 @@ def _settings() -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
-        for e in exc.errors():
-            name = "CONCLAVE_" + "_".join(str(part) for part in e["loc"]).upper()
-            err.print(escape(f"error [settings.invalid] {name}: {e['msg']}"), highlight=False)
+        for line in settings_errors(exc):
+            err.print(escape(f"error [settings.invalid] {line}"), highlight=False)
         sys.exit(2)
 
 
@@ -52,7 +51,7 @@ def _errors(fn: F) -> F:
             if isinstance(exc, InvalidPlan) and isinstance(exc.details, list):
                 for d in exc.details[1:6]:
                     err.print(escape(f"  {d['field'] or '(plan)'}: {d['message']}"), highlight=False)
-            sys.exit(2 if isinstance(exc, InvalidPlan | PlanNotFound) else 1)
+            sys.exit(2 if isinstance(exc, InvalidPlan | PlanNotFound | InvalidConfiguration) else 1)
 
     return wrapper  # type: ignore[return-value]
 
@@ -255,13 +254,16 @@ def beat() -> None:
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
+@_errors
 def api(host: str, port: int) -> None:
     """Serve the HTTP API (docs/api.md). With CONCLAVE_API_TOKEN set, /v1 needs a bearer token."""
     import uvicorn
 
     from orchestrator.api import create_app
+    from orchestrator.registry import ModelResolver
 
     settings = _settings()
+    ModelResolver.from_settings(settings)  # a bad model registry refuses to start, naming the field
     configure(settings.log_level, stream=sys.stderr)
     uvicorn.run(create_app(settings), host=host, port=port, log_config=None, timeout_graceful_shutdown=5,
                 server_header=False)
@@ -284,6 +286,100 @@ def db_upgrade(revision: str) -> None:
     with storage_boundary():
         upgrade(settings.effective_database_url, revision)
     click.echo(f"database at {revision}")
+
+
+@cli.group()
+def tokens() -> None:
+    """API tokens: principals with a tenant and scopes (plans:read, plans:write, admin).
+
+    A token is printed once, when it is created; only its hash is stored. Create a new
+    token before revoking the old one to rotate without downtime."""
+
+
+def _principals_db(settings: Settings) -> Any:
+    from storage import connect, upgrade
+
+    if settings.database_url is None:  # embedded: the SQLite file is ours to migrate
+        upgrade(settings.effective_database_url)
+    return connect(settings.effective_database_url, pool_size=1)
+
+
+def _refuse(option: str, message: str) -> None:
+    err.print(escape(f"error [tokens.invalid] {option}: {message}"), highlight=False)
+    sys.exit(2)
+
+
+@tokens.command("create")
+@click.option("--tenant", required=True, help="The tenant whose plans the token reads and writes.")
+@click.option("--scope", "scopes", multiple=True, required=True,
+              help="plans:read, plans:write or admin; repeat for several.")
+@click.option("--name", default=None, help="A label for listings and audit events (default: '<tenant> token').")
+@click.option("--json", "as_json", is_flag=True, help="Print the principal and its token as JSON.")
+@_errors
+def tokens_create(tenant: str, scopes: tuple[str, ...], name: str | None, as_json: bool) -> None:
+    """Create a token and print it (once: store it now)."""
+    from orchestrator.errors import storage_boundary
+    from storage import principals
+
+    db = _principals_db(_settings())
+    try:
+        with storage_boundary():
+            record, token = principals.create(db, tenant=tenant, scopes=list(scopes), name=name)
+    except ValueError as exc:
+        text = str(exc)
+        _refuse("--scope" if "scope" in text else "--tenant" if text.startswith("tenant") else "--name", text)
+    finally:
+        db.dispose()
+    if as_json:
+        click.echo(json.dumps({**record.to_dict(), "token": token}))
+    else:
+        click.echo(token)
+        err.print(escape(f"principal {record.id} ({record.name}), tenant {record.tenant}, scopes "
+                         f"{' '.join(record.scopes)}. The token is shown only now."), highlight=False)
+
+
+@tokens.command("list")
+@click.option("--tenant", default=None, help="Only this tenant's principals.")
+@click.option("--json", "as_json", is_flag=True)
+@_errors
+def tokens_list(tenant: str | None, as_json: bool) -> None:
+    """List principals (never their tokens)."""
+    from orchestrator.errors import storage_boundary
+    from storage import principals
+
+    db = _principals_db(_settings())
+    try:
+        with storage_boundary():
+            records = principals.list_principals(db, tenant=tenant)
+    finally:
+        db.dispose()
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in records], indent=2))
+        return
+    for r in records:
+        state = f"revoked {r.revoked_at:%Y-%m-%d %H:%M}" if r.revoked_at else "active"
+        used = f"{r.last_used_at:%Y-%m-%d %H:%M}" if r.last_used_at else "never"
+        click.echo(f"{r.id}  {r.tenant:<16} {r.name:<24} {' '.join(r.scopes):<24} {state:<24} used {used}")
+
+
+@tokens.command("revoke")
+@click.argument("principal_id")
+@_errors
+def tokens_revoke(principal_id: str) -> None:
+    """Revoke a token at once (its principal stays listed, as revoked)."""
+    from orchestrator.errors import storage_boundary
+    from storage import principals
+
+    db = _principals_db(_settings())
+    try:
+        with storage_boundary():
+            record = principals.revoke(db, principal_id)
+    except PlanNotFound:
+        err.print(escape(f"error [principal.not_found] no principal {principal_id!r}"), highlight=False)
+        sys.exit(2)
+    finally:
+        db.dispose()
+    click.echo(f"revoked {record.id} ({record.name}, tenant {record.tenant})")
 
 
 def main() -> None:

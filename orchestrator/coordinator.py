@@ -22,9 +22,11 @@ from orchestrator.dispatch import Dispatcher
 from orchestrator.errors import ServiceUnavailable, translate_storage
 from orchestrator.expand import expand
 from orchestrator.logs import bind
+from orchestrator.registry import ModelResolver
 from orchestrator.schema import dump_plan, load_plan
 from orchestrator.settings import Settings
 from storage import Database, contents, events, phases, plans, retention
+from storage.identity import DEFAULT_TENANT, Principal
 from storage.models import utcnow
 from storage.plans import PlanState
 from storage.records import EventRecord, PlanRecord
@@ -61,17 +63,22 @@ class Coordinator:
         self.settings = settings
         self.dispatcher = dispatcher
         self.bus = bus
+        self.models = ModelResolver.from_settings(settings)  # raises InvalidConfiguration for a bad registry
 
     # ---------------------------------------------------------------- control plane
 
     @translate_storage
-    def submit(self, source: Any) -> SubmitResult:
-        """Store a plan and all its phases atomically, then enqueue what is ready.
-        Idempotent per ``task_id``."""
+    def submit(self, source: Any, *, principal: Principal | None = None) -> SubmitResult:
+        """Check the plan against the models this deployment runs, store it and all its
+        phases atomically in the principal's tenant (the default tenant without one),
+        then enqueue what is ready. Idempotent per (tenant, ``task_id``)."""
         plan = load_plan(source, max_bytes=self.settings.max_plan_bytes)
+        self.models.check_plan(plan)
         created = plans.create_plan(
             self.db, title=plan.title, kind=plan.kind, spec=dump_plan(plan), phases=expand(plan),
-            task_id=plan.task_id, max_active=self.settings.max_active_plans)
+            task_id=plan.task_id, max_active=self.settings.max_active_plans,
+            tenant=principal.tenant if principal else DEFAULT_TENANT, principal=principal,
+            submit_rate=self.settings.submit_rate)
         plan_id = created.plan_id
         publish_events(self.bus, plan_id, created.events)
         with bind(plan_id=plan_id):

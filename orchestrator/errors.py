@@ -7,7 +7,8 @@
     ├── PlanConflict              plan.conflict           409 / exit 1
     │   ├── ResumeInProgress      plan.resume_in_progress 409
     │   ├── NotReady              plan.not_ready          409            (no result yet)
-    │   └── CapacityExceeded      plan.capacity_exceeded  429
+    │   ├── CapacityExceeded      plan.capacity_exceeded  429
+    │   └── SubmitRateLimited     plan.rate_limited       429            (``retry_after`` seconds)
     ├── ServiceUnavailable        service.unavailable     503 / exit 1
     ├── WaitTimeout               plan.wait_timeout       408 / exit 1
     ├── InvalidRequest            request.invalid         422            (HTTP: names the field)
@@ -15,7 +16,8 @@
     │   ├── BodyTooLarge          request.too_large       413
     │   └── UnsupportedMediaType  request.unsupported_media_type 415
     ├── Unauthorized              auth.unauthorized       401
-    └── TooManyStreams            request.too_many_streams 429
+    ├── TooManyStreams            request.too_many_streams 429
+    └── InvalidConfiguration      config.invalid          500 / exit 2   (names the variable / file field)
 
 Storage errors are translated here (``raise … from``); SQLAlchemy names never
 reach the API or the CLI.
@@ -78,6 +80,19 @@ class CapacityExceeded(PlanConflict):
     http_status = 429
 
 
+class SubmitRateLimited(PlanConflict):
+    """The tenant submitted ``CONCLAVE_SUBMIT_RATE`` plans in the last minute; retry in
+    ``retry_after`` seconds (also in ``details``: the API answers 429 + Retry-After)."""
+
+    code = "plan.rate_limited"
+    http_status = 429
+
+    @property
+    def retry_after(self) -> int:
+        details = self.details if isinstance(self.details, dict) else {}
+        return int(details.get("retry_after", 1))
+
+
 class PhaseNotFound(PlanNotFound):
     code = "phase.not_found"
 
@@ -129,6 +144,14 @@ class TooManyStreams(ConclaveError):
     http_status = 429
 
 
+class InvalidConfiguration(ConclaveError):
+    """The operator's configuration is wrong (a setting, the model registry file):
+    the process refuses to start. The message names the variable or file and field."""
+
+    code = "config.invalid"
+    http_status = 500
+
+
 @contextmanager
 def storage_boundary() -> Iterator[None]:
     try:
@@ -139,6 +162,8 @@ def storage_boundary() -> Iterator[None]:
         raise ResumeInProgress(str(exc)) from exc
     except storage_errors.CapacityExceeded as exc:
         raise CapacityExceeded(str(exc)) from exc
+    except storage_errors.RateLimited as exc:
+        raise SubmitRateLimited(str(exc), details={"retry_after": exc.retry_after}) from exc
     except storage_errors.Conflict as exc:
         raise PlanConflict(str(exc)) from exc
     except storage_errors.Unavailable as exc:

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from orchestrator.errors import InvalidPlan
+from storage.ids import as_plan_id
 
 PROVIDERS = ("offline", "openai", "ollama", "anthropic")
 NAME_RE = r"^[A-Za-z][A-Za-z0-9 _.'-]{0,39}$"
@@ -108,23 +109,27 @@ class _PlanBase(_Strict):
     def _all_experts(self) -> list[Expert]:
         return list(self.experts)
 
+    @field_validator("task_id")
+    @classmethod
+    def _task_id(cls, v: str | None) -> str | None:
+        if v is not None and as_plan_id(v) is not None:
+            raise ValueError("a task_id may not be shaped like a plan id (a UUID): plan ids and task ids "
+                             "must never be confused")
+        return v
+
     def _check_experts(self) -> None:
+        """Expert names are unique. Which models exist is decided at submit, against the
+        operator's registry (:mod:`orchestrator.registry`)."""
         seen: dict[str, str] = {}
-        for field, e in self._named_experts():
+        for field, e in self.named_experts():
             if e.slug in seen:
                 raise _FieldError(f"{field}.name",
                                   f"expert name {e.name!r} is used twice (clashes with {seen[e.slug]!r})")
             seen[e.slug] = e.name
-        for i, e in enumerate(self.experts):
-            self._check_model(f"experts[{i}].model", e.model)
 
-    def _named_experts(self) -> list[tuple[str, Expert]]:
+    def named_experts(self) -> list[tuple[str, Expert]]:
+        """Every expert with the field that declares it (``moderator``, ``experts[i]``)."""
         return [(f"experts[{i}]", e) for i, e in enumerate(self.experts)]
-
-    def _check_model(self, field: str, name: str) -> None:
-        if name not in self.models and not (name == "default" and not self.models):
-            known = ", ".join(sorted(self.models)) or "default"
-            raise _FieldError(field, f"unknown model {name!r} (known: {known})")
 
 
 class BoardPlan(_PlanBase):
@@ -136,13 +141,12 @@ class BoardPlan(_PlanBase):
     def _all_experts(self) -> list[Expert]:
         return [self.moderator, *self.experts]
 
-    def _named_experts(self) -> list[tuple[str, Expert]]:
-        return [("moderator", self.moderator), *super()._named_experts()]
+    def named_experts(self) -> list[tuple[str, Expert]]:
+        return [("moderator", self.moderator), *super().named_experts()]
 
     @model_validator(mode="after")
     def _check(self) -> BoardPlan:
         self._check_experts()
-        self._check_model("moderator.model", self.moderator.model)
         return self
 
 

@@ -4,15 +4,30 @@ entry points (CLI, API, worker) and passed down. No module reads the environment
 With neither ``CONCLAVE_BROKER_URL`` nor ``CONCLAVE_DATABASE_URL`` set, Conclave
 runs *embedded*: a SQLite file under ``CONCLAVE_HOME`` and an in-process worker on
 kombu's in-memory transport (a real Celery worker, not eager mode).
+
+List-valued settings (``CONCLAVE_ALLOWED_KEY_ENVS``, ``CONCLAVE_ALLOWED_BASE_URLS``,
+``CONCLAVE_API_TOKEN_SCOPES``) take a comma-separated value or a JSON array. A value
+that is wrong (an unknown scope, a malformed URL pattern, a ``CONCLAVE_*`` key
+variable) refuses to start, naming the variable (:func:`settings_errors`).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from storage.identity import DEFAULT_TENANT, check_tenant, parse_scopes
+from tasks.llm.egress import EgressPolicy, UrlPattern
+
+ENV_NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]{0,99}$")
+OWN_PREFIX = "CONCLAVE_"
+
+StrList = Annotated[list[str], NoDecode]
 
 
 class Settings(BaseSettings):
@@ -53,6 +68,59 @@ class Settings(BaseSettings):
     log_level: str = Field("INFO", description="Log level of entry points")
     api_token: SecretStr | None = Field(
         None, description="If set, every /v1 HTTP route requires `Authorization: Bearer <token>`")
+    api_token_scopes: StrList = Field(
+        default_factory=lambda: ["admin"], description="Scopes of CONCLAVE_API_TOKEN (default: admin)")
+    api_token_tenant: str = Field(DEFAULT_TENANT, description="Tenant of CONCLAVE_API_TOKEN's submissions")
+
+    models: Path | None = Field(None, description="The operator's model registry (YAML or JSON file)")
+    allow_plan_models: bool = Field(False, description="Cluster: accept plans that define their own models")
+    allowed_key_envs: StrList = Field(
+        default_factory=list, description="Cluster: variables a plan-defined model may name as api_key_env")
+    allowed_base_urls: StrList = Field(
+        default_factory=list, description="Cluster: URL patterns a plan-defined model's base_url must match")
+    submit_rate: int = Field(600, ge=0, description="Submissions per minute per tenant (0: no limit)")
+    testing: bool = Field(False, description="Accept test-only behaviour (fault switches); never in production")
+
+    @field_validator("api_token_scopes", "allowed_key_envs", "allowed_base_urls", mode="before")
+    @classmethod
+    def _list(cls, value: Any) -> Any:
+        """A comma-separated string or a JSON array."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON array: {exc.msg}") from None
+        return [part.strip() for part in text.split(",") if part.strip()]
+
+    @field_validator("api_token_scopes")
+    @classmethod
+    def _scopes(cls, value: list[str]) -> list[str]:
+        return list(parse_scopes(value))
+
+    @field_validator("api_token_tenant")
+    @classmethod
+    def _tenant(cls, value: str) -> str:
+        return check_tenant(value)
+
+    @field_validator("allowed_key_envs")
+    @classmethod
+    def _key_envs(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not ENV_NAME_RE.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name (A-Z, 0-9, _)")
+            if name.startswith(OWN_PREFIX):
+                raise ValueError(f"{name!r}: a plan may never read Conclave's own {OWN_PREFIX}* variables")
+        return value
+
+    @field_validator("allowed_base_urls")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            UrlPattern.parse(pattern)  # raises ValueError naming the pattern and the problem
+        return [p.strip() for p in value]
 
     @model_validator(mode="after")
     def _derive(self) -> Settings:
@@ -75,3 +143,29 @@ class Settings(BaseSettings):
     @property
     def heartbeat_seconds(self) -> float:
         return self.lease_seconds / 3
+
+    @property
+    def egress_policy(self) -> EgressPolicy:
+        """Where plan-defined models may call (``CONCLAVE_ALLOWED_BASE_URLS``)."""
+        return EgressPolicy.from_patterns(self.allowed_base_urls)
+
+    def environ(self) -> dict[str, str]:
+        """The ``CONCLAVE_*`` environment that reproduces these settings in another
+        process (lists as JSON, secrets revealed: hand it only to a child process)."""
+        env: dict[str, str] = {}
+        for name, value in self.model_dump().items():
+            if value is None:
+                continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            env[f"CONCLAVE_{name.upper()}"] = json.dumps(value) if isinstance(value, list | dict) else str(value)
+        return env
+
+
+def settings_errors(exc: ValidationError) -> list[str]:
+    """One line per wrong setting, naming its variable: ``CONCLAVE_X: why``."""
+    lines = []
+    for e in exc.errors():
+        name = "CONCLAVE_" + "_".join(str(part) for part in e["loc"][:1]).upper()
+        lines.append(f"{name}: {str(e['msg']).removeprefix('Value error, ')}")
+    return lines

@@ -3,9 +3,13 @@
     StorageError          storage.error
     ├── NotFound          storage.not_found
     ├── Conflict          storage.conflict     (unique/foreign-key violation, lost race)
+    │   ├── CapacityExceeded storage.capacity_exceeded
+    │   ├── RateLimited   storage.rate_limited (``retry_after`` seconds)
+    │   └── Busy          storage.busy
     └── Unavailable       storage.unavailable  (cannot reach the database; retry later)
 
-All are picklable (message-only constructors) because they cross Celery processes.
+All are picklable (``RateLimited`` keeps its extra argument in ``args``) because they
+cross Celery processes.
 """
 
 from __future__ import annotations
@@ -62,3 +66,17 @@ class Busy(Conflict):
     """Someone else holds the guard (e.g. a resume already in progress)."""
 
     code = "storage.busy"
+
+
+class RateLimited(Conflict):
+    """A tenant's submit rate is exhausted; a new plan is accepted in ``retry_after`` s."""
+
+    code = "storage.rate_limited"
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message, retry_after)
+        self.message = message
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        return self.message

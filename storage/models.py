@@ -25,6 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from storage.identity import DEFAULT_TENANT
 from storage.status import PhaseStatus, PlanStatus
 
 
@@ -65,10 +66,18 @@ class Base(DeclarativeBase):
 
 
 class Plan(Base):
+    """A plan belongs to a tenant; its ``task_id`` is unique within that tenant only."""
+
     __tablename__ = "plans"
+    __table_args__ = (
+        UniqueConstraint("tenant", "task_id", name="uq_plans_tenant_task_id"),
+        Index("ix_plans_tenant_created_at", "tenant", "created_at"),
+        Index("ix_plans_tenant_status", "tenant", "status"),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    task_id: Mapped[str | None] = mapped_column(String(200), unique=True)
+    tenant: Mapped[str] = mapped_column(String(64), default=DEFAULT_TENANT, server_default=DEFAULT_TENANT)
+    task_id: Mapped[str | None] = mapped_column(String(200))
     title: Mapped[str] = mapped_column(String(300))
     kind: Mapped[str] = mapped_column(String(16))
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
@@ -166,3 +175,18 @@ class Event(Base):
     type: Mapped[str] = mapped_column(String(40))
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class PrincipalRow(Base):
+    """A token holder. Only the SHA-256 of the token is stored (``storage.identity``)."""
+
+    __tablename__ = "principals"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    name: Mapped[str] = mapped_column(String(80))
+    tenant: Mapped[str] = mapped_column(String(64), index=True)
+    scopes: Mapped[list[str]] = mapped_column(JSON)
+    token_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

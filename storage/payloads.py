@@ -39,8 +39,11 @@ def _about(phase: _Phase, attempt: int) -> dict[str, Any]:
     return {"attempt": attempt, "expert": phase.expert, "kind": phase.kind, "round": phase.round}
 
 
-def plan_submitted(*, title: str, kind: str, phases: int) -> NewEvent:
-    return NewEvent("plan_submitted", {"title": title, "kind": kind, "phases": phases})
+def plan_submitted(*, title: str, kind: str, phases: int, tenant: str,
+                   principal: dict[str, Any] | None = None) -> NewEvent:
+    """``principal``: who submitted it (id and name, never a token), for the audit trail."""
+    return NewEvent("plan_submitted", {"title": title, "kind": kind, "phases": phases, "tenant": tenant,
+                                       "principal": principal})
 
 
 def phase_started(phase: _Phase, *, attempt: int, worker: str, k: int, n: int) -> NewEvent:
@@ -73,13 +76,19 @@ def phases_skipped(keys: Sequence[str], reason: str) -> NewEvent:
     return NewEvent("phases_skipped", {"phases": list(keys), "reason": reason})
 
 
-def cancel_requested(cancelled: Sequence[str]) -> NewEvent:
-    """``cancelled``: the keys of the phases that were pending and are now cancelled."""
-    return NewEvent("cancel_requested", {"cancelled": list(cancelled)})
+def cancel_requested(cancelled: Sequence[str], *, actor: dict[str, Any] | None = None) -> NewEvent:
+    """``cancelled``: the keys of the phases that were pending and are now cancelled;
+    ``actor``: who asked (id and name), for the audit trail."""
+    return NewEvent("cancel_requested", {"cancelled": list(cancelled), "actor": actor})
 
 
 def retry_requested(keys: Sequence[str]) -> NewEvent:
     return NewEvent("retry_requested", {"phases": list(keys)})
+
+
+def resume_requested(*, retry_failed: bool, reset: Sequence[str], actor: dict[str, Any] | None) -> NewEvent:
+    """Every resume, with who asked (the audit trail) and what it reset."""
+    return NewEvent("resume_requested", {"retry_failed": retry_failed, "reset": list(reset), "actor": actor})
 
 
 def plan_finished(status: str, *, error_code: str | None, error: str | None) -> NewEvent:

@@ -8,20 +8,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import or_, select, update
 
-from storage import payloads
+from storage import payloads, tenancy
 from storage.db import Database
-from storage.errors import Busy, CapacityExceeded, Conflict, NotFound
+from storage.errors import Busy, Conflict, NotFound
 from storage.events import Outbox
+from storage.identity import DEFAULT_TENANT, Principal
+from storage.ids import as_plan_id, new_plan_id
 from storage.models import Phase, Plan, utcnow
 from storage.records import EventRecord, NewPhase, PhaseRecord, PlanRecord, snapshot
 from storage.status import PLAN_FINAL, PhaseStatus, PlanStatus
 
 _REOPENABLE = (PlanStatus.RUNNING, PlanStatus.FAILED, PlanStatus.BUDGET_EXHAUSTED)
-# Serialises the capacity check with the insert (SQLite's BEGIN IMMEDIATE already does).
-_CAPACITY_LOCK = 0x636F6E636C617665  # "conclave"
-
 
 @dataclass(frozen=True)
 class Created:
@@ -67,42 +66,42 @@ def create_plan(
     phases: Sequence[NewPhase],
     task_id: str | None,
     max_active: int,
+    tenant: str = DEFAULT_TENANT,
+    principal: Principal | None = None,
+    submit_rate: int = 0,
 ) -> Created:
-    """Insert a plan and all its phases in one transaction.
+    """Insert a plan and all its phases in one transaction, in ``tenant``.
 
-    Idempotent per ``task_id``: a second submission with the same id returns the
-    first plan (``created`` False) when its spec is identical, and raises
-    :class:`Conflict` when it differs. Refuses with :class:`CapacityExceeded`
-    when ``max_active`` plans are already running — also when submissions race:
-    the count and the insert are serialised by a database lock, so concurrent
-    submissions from many processes never exceed the limit.
+    Idempotent per (tenant, ``task_id``): a second submission with the same id returns
+    the first plan (``created`` False) when its spec is identical, and raises
+    :class:`Conflict` when it differs. Within the tenant, refuses with
+    :class:`RateLimited` after ``submit_rate`` new plans in the last minute (0: no
+    limit; ``retry_after`` says when the oldest leaves the window) and with
+    :class:`CapacityExceeded` when ``max_active`` plans are running — also when
+    submissions race: both are derived from stored plan rows, counted and inserted
+    under a per-tenant database lock. ``principal`` is recorded on the
+    ``plan_submitted`` event (id and name, never a token).
     """
     if task_id is not None:
-        existing = _by_task_id(db, task_id)
+        existing = _by_task_id(db, tenant, task_id)
         if existing is not None:
             return Created(_same_spec_or_conflict(existing, spec, task_id), False)
-    plan_id = str(uuid.uuid4())
+    plan_id = new_plan_id()
     try:
         with db.transaction() as s:
-            if db.dialect == "postgresql":  # count and insert as one step across processes
-                s.execute(select(func.pg_advisory_xact_lock(_CAPACITY_LOCK)))
-            active = s.scalar(select(func.count()).select_from(Plan).where(Plan.status == PlanStatus.RUNNING)) or 0
-            if active >= max_active:
-                raise CapacityExceeded(
-                    f"{active} plans are active, the limit is {max_active} (CONCLAVE_MAX_ACTIVE_PLANS)"
-                )
-            now = utcnow()
-            s.add(Plan(id=plan_id, task_id=task_id, title=title, kind=kind, spec=spec,
+            now = tenancy.admit(s, db.dialect, tenant, max_active=max_active, submit_rate=submit_rate)
+            s.add(Plan(id=plan_id, tenant=tenant, task_id=task_id, title=title, kind=kind, spec=spec,
                        status=PlanStatus.RUNNING, created_at=now, updated_at=now))
             s.flush()
             for p in phases:
                 s.add(_phase_row(plan_id, p, now))
             outbox = Outbox(s, plan_id)
-            outbox.append(payloads.plan_submitted(title=title, kind=kind, phases=len(phases)))
+            outbox.append(payloads.plan_submitted(title=title, kind=kind, phases=len(phases), tenant=tenant,
+                                                  principal=principal.audit() if principal else None))
             stored = outbox.records()
     except Conflict:
         if task_id is not None:  # lost a race with an identical submission
-            existing = _by_task_id(db, task_id)
+            existing = _by_task_id(db, tenant, task_id)
             if existing is not None:
                 return Created(_same_spec_or_conflict(existing, spec, task_id), False)
         raise
@@ -115,9 +114,9 @@ def _phase_row(plan_id: str, p: NewPhase, now: datetime) -> Phase:
                  meta=dict(p.meta), status=PhaseStatus.PENDING, attempt=0, created_at=now)
 
 
-def _by_task_id(db: Database, task_id: str) -> PlanRecord | None:
+def _by_task_id(db: Database, tenant: str, task_id: str) -> PlanRecord | None:
     with db.transaction() as s:
-        row = s.scalar(select(Plan).where(Plan.task_id == task_id))
+        row = s.scalar(select(Plan).where(Plan.tenant == tenant, Plan.task_id == task_id))
         return snapshot(PlanRecord, row) if row else None
 
 
@@ -127,13 +126,26 @@ def _same_spec_or_conflict(existing: PlanRecord, spec: dict[str, Any], task_id: 
     return existing.id
 
 
-def resolve(db: Database, ref: str) -> str:
-    """A plan id from a plan id or the external task id it was submitted with."""
+def resolve(db: Database, ref: str, tenant: str | None = None) -> str:
+    """A plan id from a plan id or the external task id it was submitted with.
+
+    Deterministic: a ``ref`` shaped like a plan id (:func:`storage.ids.as_plan_id`) is
+    looked up among plan ids only, anything else among task ids only. With a
+    ``tenant``, only that tenant's plans are found (another tenant's plan is "not
+    found"). Without one (the operator), a task id used in several tenants is a
+    :class:`Conflict` naming them rather than an arbitrary pick."""
+    plan_id = as_plan_id(ref)
+    q = select(Plan.id, Plan.tenant).where(Plan.id == plan_id if plan_id is not None else Plan.task_id == ref)
+    if tenant is not None:
+        q = q.where(Plan.tenant == tenant)
     with db.transaction() as s:
-        found = s.scalar(select(Plan.id).where(or_(Plan.id == ref, Plan.task_id == ref)))
-    if found is None:
-        raise NotFound(f"no plan with id or task_id {ref!r}")
-    return found
+        rows = s.execute(q.limit(2)).all()
+    if not rows:
+        raise NotFound(f"no plan with {'id' if plan_id else 'task_id'} {ref!r}")
+    if len(rows) > 1:
+        tenants = ", ".join(sorted(r[1] for r in rows))
+        raise Conflict(f"task_id {ref!r} is used in several tenants ({tenants}): use the plan id")
+    return str(rows[0][0])
 
 
 def get_plan(db: Database, plan_id: str) -> PlanRecord:
@@ -168,10 +180,11 @@ def _state(s: Any, plan_id: str) -> PlanState | None:
     return PlanState(snapshot(PlanRecord, row), [snapshot(PhaseRecord, p) for p in phases])
 
 
-def request_cancel(db: Database, plan_id: str) -> Cancelled:
+def request_cancel(db: Database, plan_id: str, actor: Principal | None = None) -> Cancelled:
     """Set the stored cancel flag and cancel every pending phase. Returns their keys.
 
     Running phases notice the flag at their next safe point (heartbeat, completion).
+    ``actor`` (who asked) is recorded on the ``cancel_requested`` event.
     """
     with db.transaction() as s:
         plan = s.get(Plan, plan_id, with_for_update=True)
@@ -186,7 +199,7 @@ def request_cancel(db: Database, plan_id: str) -> Cancelled:
         s.execute(update(Phase).where(Phase.plan_id == plan_id, Phase.status == PhaseStatus.PENDING)
                   .values(status=PhaseStatus.CANCELLED, finished_at=now, enqueued_at=None))
         outbox = Outbox(s, plan_id)
-        outbox.append(payloads.cancel_requested(keys))
+        outbox.append(payloads.cancel_requested(keys, actor=actor.audit() if actor else None))
         return Cancelled(keys, outbox.records())
 
 
@@ -210,13 +223,14 @@ def acquire_resume_guard(db: Database, plan_id: str, owner: str, hold: timedelta
     raise Busy(f"resume already in progress for plan {plan_id} (guard held until {exists.isoformat()})")
 
 
-def reopen(db: Database, plan_id: str, *, retry_failed: bool) -> Reopened:
+def reopen(db: Database, plan_id: str, *, retry_failed: bool, actor: Principal | None = None) -> Reopened:
     """Prepare a plan for resume; with ``retry_failed``, failed phases (and the phases
     skipped because of them) go back to pending and the retry is recorded on each.
 
     Only a plan that is running or ended failed / budget_exhausted is reopened: a
     completed or cancelled plan is final for good, and its phases are left alone
-    (never a pending phase under a final plan). Returns the keys reset."""
+    (never a pending phase under a final plan). Every resume is recorded as a
+    ``resume_requested`` event naming ``actor`` (who asked). Returns the keys reset."""
     with db.transaction() as s:
         plan = s.get(Plan, plan_id, with_for_update=True)
         if plan is None:
@@ -235,6 +249,8 @@ def reopen(db: Database, plan_id: str, *, retry_failed: bool) -> Reopened:
                 reset.append(ph.key)
             if reset:
                 outbox.append(payloads.retry_requested(reset))
+        outbox.append(payloads.resume_requested(retry_failed=retry_failed, reset=reset,
+                                                actor=actor.audit() if actor else None))
         if plan.status in (PlanStatus.FAILED, PlanStatus.BUDGET_EXHAUSTED) and reset:
             plan.status, plan.error_code, plan.error_message, plan.finished_at = PlanStatus.RUNNING, None, None, None
         plan.updated_at = utcnow()

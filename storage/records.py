@@ -19,6 +19,7 @@ def snapshot(cls: type[T], row: Any) -> T:
 @dataclass(frozen=True)
 class PlanRecord:
     id: str
+    tenant: str
     task_id: str | None
     title: str
     kind: str

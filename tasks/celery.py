@@ -5,10 +5,20 @@ Configuration is read from ``CONCLAVE_*`` here, at the edge, and nowhere else.
 
 from __future__ import annotations
 
-from orchestrator.celery_app import build_app
-from orchestrator.logs import context_in_worker_logs
-from orchestrator.settings import Settings
+from pydantic import ValidationError
 
-settings = Settings()
+from orchestrator.celery_app import build_app
+from orchestrator.errors import InvalidConfiguration
+from orchestrator.logs import context_in_worker_logs
+from orchestrator.registry import ModelResolver
+from orchestrator.settings import Settings, settings_errors
+
+try:
+    settings = Settings()
+    ModelResolver.from_settings(settings)  # a bad model registry refuses to start too
+except ValidationError as exc:  # refuse to start, naming the variable
+    raise SystemExit("\n".join(f"conclave worker: {line}" for line in settings_errors(exc))) from None
+except InvalidConfiguration as exc:
+    raise SystemExit(f"conclave worker: [{exc.code}] {exc.message}") from None
 app = build_app(settings)
 context_in_worker_logs()

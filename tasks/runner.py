@@ -28,6 +28,7 @@ from orchestrator.debates import MalformedVerdict, debate_insertion, parse_verdi
 from orchestrator.divergence import lexical_verdict
 from orchestrator.errors import ServiceUnavailable, storage_boundary
 from orchestrator.prompts import build_request, divergence_retry
+from orchestrator.registry import ModelResolver
 from orchestrator.schema import BoardPlan, TeamPlan, parse_plan
 from orchestrator.settings import Settings
 from storage import Database, Unavailable, contents, phases, plans, usage
@@ -59,6 +60,7 @@ class PhaseRunner:
         self.settings = settings
         self.bus = bus
         self.providers = dict(providers)
+        self.models = ModelResolver.from_settings(settings)
 
     def claim(self, phase_id: str, owner: str) -> PhaseWork | None:
         """Claim a phase for this worker, or None when there is nothing to do (the phase
@@ -142,23 +144,9 @@ class PhaseRunner:
         return self.model_spec(work.plan, expert.model), build_request(work.plan, work.phase, work.inputs, texts)
 
     def model_spec(self, plan: BoardPlan | TeamPlan, name: str) -> ModelSpec:
-        cfg = plan.models.get(name)
-        s = self.settings
-        if cfg is None:
-            return ModelSpec(name=name, provider=s.default_provider, first_chunk_timeout=s.first_chunk_timeout,
-                             idle_timeout=s.idle_timeout, deadline=s.call_deadline,
-                             max_output_tokens=s.max_output_tokens, context_window=s.context_window,
-                             options={"latency": s.offline_latency})
-        options = dict(cfg.options)
-        if cfg.provider == "offline":
-            options.setdefault("latency", s.offline_latency)
-        return ModelSpec(
-            name=name, provider=cfg.provider, model=cfg.model, base_url=cfg.base_url, api_key_env=cfg.api_key_env,
-            first_chunk_timeout=cfg.first_chunk_timeout or s.first_chunk_timeout,
-            idle_timeout=cfg.idle_timeout or s.idle_timeout, deadline=cfg.deadline or s.call_deadline,
-            max_output_tokens=cfg.max_output_tokens or s.max_output_tokens,
-            context_window=cfg.context_window or s.context_window, temperature=cfg.temperature,
-            max_retries=cfg.max_retries, options=options)
+        """Resolved now, from this process's registry and settings (:mod:`orchestrator.registry`):
+        the worker never trusts hosts or key variables stored with the plan."""
+        return self.models.spec(plan, name)
 
     def followup(self, work: PhaseWork, request: ChatRequest, completion: Completion) -> ChatRequest | None:
         """A corrective request when a structured answer is malformed (once), else None."""

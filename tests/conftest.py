@@ -61,27 +61,32 @@ def clean_db(pg_url: str) -> str:
 
     engine = create_engine(pg_url)
     with engine.begin() as c:
-        c.execute(text("TRUNCATE plans, phases, contents, usage, events RESTART IDENTITY CASCADE"))
+        c.execute(text("TRUNCATE plans, phases, contents, usage, events, principals RESTART IDENTITY CASCADE"))
     engine.dispose()
     return pg_url
 
 
+#: The test cluster's model registry: ``default`` is the offline model.
+REGISTRY = ROOT / "tests" / "data" / "registry.yaml"
+
+
 @pytest.fixture()
 def settings(clean_db: str, redis_url: str) -> Any:
-    """Cluster settings with short timings so recovery paths run in seconds."""
+    """Cluster settings with short timings so recovery paths run in seconds. The operator
+    registered the offline model as ``default`` and lets plans define models (the
+    durability tests drive the offline model's options); tests of the trust boundary
+    build their own settings without that opt-in."""
     from orchestrator.settings import Settings
 
     return Settings(database_url=clean_db, broker_url=redis_url, concurrency=8, lease_seconds=3.0,
                     requeue_after=4.0, reconcile_interval=1.0, offline_latency=0.0, db_retry_seconds=30.0,
-                    resume_guard_seconds=10.0)
+                    resume_guard_seconds=10.0, models=REGISTRY, allow_plan_models=True)
 
 
 def settings_env(settings: Any) -> dict[str, str]:
     """The ``CONCLAVE_*`` environment that reproduces ``settings`` in a subprocess."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONCLAVE_")}
-    for name, value in settings.model_dump().items():
-        if value is not None:
-            env[f"CONCLAVE_{name.upper()}"] = str(value)
+    env.update(settings.environ())
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -268,4 +273,4 @@ def private_settings(clean_db: str, redis_server: RedisServer) -> Any:
 
     return Settings(database_url=clean_db, broker_url=redis_server.url(0), concurrency=8, lease_seconds=3.0,
                     requeue_after=4.0, reconcile_interval=1.0, offline_latency=0.0, db_retry_seconds=30.0,
-                    resume_guard_seconds=10.0)
+                    resume_guard_seconds=10.0, models=REGISTRY, allow_plan_models=True)

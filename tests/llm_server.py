@@ -10,6 +10,7 @@ Usage::
         server.count("normal")                 # requests received with model "normal"
         server.count("normal", stream=False)   # … of which non-streaming
         server.requests                        # [Recorded(path, wire, scenario, stream, headers, body)]
+        server.connections                     # every TCP connection accepted: [(peer host, port)]
 
 ``LLMServer(reply=..., chunk_chars=8, hang_seconds=5.0, drip_delay=0.05,
 retry_after="2", prompt_tokens=17, completion_tokens=42)``; ``reply`` is a str
@@ -43,10 +44,11 @@ The SCENARIO is the request's ``model`` (unknown names behave as "normal"):
   rate-limit-date-then-ok  first request 429 with Retry-After as an HTTP date (+3 s)
   unavailable-then-ok      first request 503
   server-error      always 500
-  auth              401; the error message ECHOES the key it received
+  auth              401; the error message ECHOES the key it received (x-api-key, api-key or Bearer)
   no-model          404 model not found
   overflow          400 context length exceeded
   bad-request       400 other
+  redirect          307 to this same endpoint (a client that follows it sends a second request)
 
 Hanging handlers wake up when the server stops. Run ``python -m tests.llm_server``
 to serve on a free port until interrupted (prints the URL).
@@ -88,6 +90,12 @@ class _ClientGone(Exception):
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    owner: LLMServer
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        with self.owner._lock:  # every accepted connection, before anything is read from it
+            self.owner._connections.append(tuple(client_address[:2]))
+        return True
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):  # clients hang up: that is the point
@@ -116,6 +124,7 @@ class LLMServer:
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._log: list[Recorded] = []
+        self._connections: list[tuple[str, int]] = []
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -131,6 +140,11 @@ class LLMServer:
         with self._lock:
             return list(self._log)
 
+    @property
+    def connections(self) -> list[tuple[str, int]]:
+        with self._lock:
+            return list(self._connections)
+
     def count(self, scenario: str | None = None, *, stream: bool | None = None) -> int:
         return sum(
             1
@@ -139,7 +153,8 @@ class LLMServer:
         )
 
     def spec(self, scenario: str = "normal", provider: str = "openai", **overrides: Any) -> ModelSpec:
-        """A ModelSpec aimed at this server with test-sized timeouts."""
+        """A ModelSpec aimed at this server with test-sized timeouts (trusted, like a
+        registered model, unless ``trusted=False`` is given)."""
         values: dict[str, Any] = {
             "name": scenario,
             "provider": provider,
@@ -149,6 +164,7 @@ class LLMServer:
             "idle_timeout": 0.5,
             "deadline": 5.0,
             "max_retries": 2,
+            "trusted": True,  # an operator's model: loopback is where the tests' servers live
         }
         values.update(overrides)
         return ModelSpec(**values)
@@ -156,6 +172,7 @@ class LLMServer:
     def start(self) -> LLMServer:
         handler = type("Handler", (_Handler,), {"owner": self})
         self._httpd = _HTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.owner = self
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, args=(0.05,), name="llm-test-server", daemon=True
         )
@@ -236,7 +253,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif scenario == "server-error":
             status, kind, message = 500, "server", "Internal server error"
         elif scenario == "auth":
-            key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+            key = (headers.get("x-api-key") or headers.get("api-key")
+                   or headers.get("authorization", "").removeprefix("Bearer "))
             status, kind, message = 401, "auth", f"Incorrect API key provided: {key}."
         elif scenario == "no-model":
             status, kind, message = 404, "model", f"The model `{scenario}` does not exist"
@@ -245,6 +263,9 @@ class _Handler(BaseHTTPRequestHandler):
             message = "This model's maximum context length is 8192 tokens; your messages resulted in 9000"
         elif scenario == "bad-request":
             status, kind, message = 400, "invalid", "Invalid value for 'temperature'"
+        elif scenario == "redirect":
+            status, kind, message = 307, "redirect", "moved"
+            extra["Location"] = f"{server.url}{self.path}"
         else:
             return False
         self._json(status, _error_body(wire, kind, message), extra)

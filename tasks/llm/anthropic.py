@@ -21,7 +21,17 @@ import httpx
 
 from tasks.llm.budget import estimate_usage
 from tasks.llm.errors import LLMError, ProviderUnavailable
-from tasks.llm.http import HttpEventStream, api_key, endpoint, post_json, stream_error, stream_response
+from tasks.llm.http import (
+    HttpEventStream,
+    Secrets,
+    api_key,
+    endpoint,
+    extra_headers,
+    post_json,
+    secrets_of,
+    stream_error,
+    stream_response,
+)
 from tasks.llm.sse import SSEDecoder, SSEEvent
 from tasks.llm.types import ChatRequest, Completion, ModelSpec, StreamEvent, TextDelta, Usage, UsageReport
 
@@ -56,10 +66,13 @@ class AnthropicProvider:
 
     def _prepare(
         self, spec: ModelSpec, request: ChatRequest, *, streaming: bool
-    ) -> tuple[str, dict[str, str], dict[str, Any], str | None]:
-        secret = api_key(spec, required=True)
+    ) -> tuple[str, dict[str, str], dict[str, Any], Secrets]:
+        # a gateway may take the key in a configured header instead
+        secret = api_key(spec, required="x-api-key" not in {h.lower() for h in spec.headers})
         url = endpoint(spec.base_url or self.default_base_url, "/v1", "/messages")
-        headers = {"x-api-key": secret or "", "anthropic-version": API_VERSION}
+        headers = {"anthropic-version": API_VERSION}
+        if secret:
+            headers["x-api-key"] = secret
         messages = [{"role": m.role, "content": m.content} for m in request.messages() if m.role != "system"]
         body: dict[str, Any] = {
             "model": spec.model,
@@ -73,7 +86,9 @@ class AnthropicProvider:
         body.update(spec.options)
         if streaming:
             body["stream"] = True
-        return url, headers, body, secret
+        extra = extra_headers(spec)
+        headers.update(extra)
+        return url, headers, body, secrets_of(secret, extra)
 
     def _events(
         self, handle: HttpEventStream, spec: ModelSpec, request: ChatRequest

@@ -12,7 +12,9 @@
         ├── BadRequest            llm.bad_request
         ├── BudgetExhausted       llm.budget_exhausted
         ├── CallCancelled         llm.cancelled
-        └── ProviderMisconfigured llm.misconfigured
+        ├── ProviderMisconfigured llm.misconfigured
+        ├── ModelNotAllowed       llm.model_not_allowed (not registered / not allowed by the operator)
+        └── EgressRefused         llm.egress_refused    (the URL or an address it reaches is refused)
 
 Errors cross process boundaries (Celery task results), so they are plain
 picklable exceptions: every constructor argument is stored in ``args``.
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.llm.types import Usage
+from tasks.llm.usage import Usage
 
 
 class LLMError(Exception):
@@ -93,3 +95,17 @@ class CallCancelled(FatalError):
 
 class ProviderMisconfigured(FatalError):
     code = "llm.misconfigured"
+
+
+class ModelNotAllowed(FatalError):
+    """The plan asks for a model the operator did not register or allow (checked again
+    by the worker at call time against its own registry and settings)."""
+
+    code = "llm.model_not_allowed"
+
+
+class EgressRefused(FatalError):
+    """A call would go to a URL or address the egress policy refuses
+    (:mod:`tasks.llm.egress`); also a redirect, which model calls never follow."""
+
+    code = "llm.egress_refused"

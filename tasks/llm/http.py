@@ -11,7 +11,14 @@ that touches the network goes through here, which guarantees:
   include request headers;
 * a streaming call can be aborted from another thread (``abort()`` shuts the
   socket down, which wakes a read blocked in ``iter_bytes``); every blocking
-  read is also bounded by an httpx read timeout as a second line of defence.
+  read is also bounded by an httpx read timeout as a second line of defence;
+* the extra ``headers`` of a registered model are read from their variables at
+  call time and redacted from messages like the key;
+* a call of an untrusted spec (a plan-defined model in a cluster) goes only where
+  its egress policy allows, to the address that was checked
+  (:meth:`tasks.llm.egress.EgressPolicy.pin`); such a spec never reads a
+  ``CONCLAVE_*`` variable and never sends configured headers;
+* redirects are never followed: a 3xx answer fails the call (``llm.egress_refused``).
 """
 
 from __future__ import annotations
@@ -27,11 +34,14 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tasks.llm.egress import EgressPolicy
 from tasks.llm.errors import (
     AuthError,
     BadRequest,
     ContextOverflow,
+    EgressRefused,
     LLMError,
+    ModelNotAllowed,
     ModelNotFound,
     ProviderMisconfigured,
     ProviderUnavailable,
@@ -51,6 +61,10 @@ _CONTEXT_WORDS = (
     "reduce the length",
 )
 _MAX_MESSAGE = 300
+_OWN_PREFIX = "CONCLAVE_"  # Conclave's own configuration: never a plan-defined model's key
+
+#: What error messages are redacted of: the key and the values of configured headers.
+Secrets = str | tuple[str, ...] | None
 
 
 def api_key(spec: ModelSpec, *, required: bool) -> str | None:
@@ -59,12 +73,37 @@ def api_key(spec: ModelSpec, *, required: bool) -> str | None:
         if required:
             raise ProviderMisconfigured(f"model {spec.name!r} ({spec.provider}) needs api_key_env")
         return None
+    if not spec.trusted and spec.api_key_env.upper().startswith(_OWN_PREFIX):
+        raise ModelNotAllowed(f"model {spec.name!r} may not read {spec.api_key_env}: "
+                              "a plan-defined model never reads Conclave's own configuration")
     value = os.environ.get(spec.api_key_env)
     if not value:
         raise ProviderMisconfigured(
             f"environment variable {spec.api_key_env} (api_key_env of model {spec.name!r}) is not set"
         )
     return value
+
+
+def extra_headers(spec: ModelSpec) -> dict[str, str]:
+    """The configured headers of a registered model, their values read now. Never logged."""
+    if not spec.headers:
+        return {}
+    if not spec.trusted:
+        raise ModelNotAllowed(f"model {spec.name!r}: only operator-registered models send configured headers")
+    values = {}
+    for header, variable in spec.headers.items():
+        value = os.environ.get(variable)
+        if not value:
+            raise ProviderMisconfigured(
+                f"environment variable {variable} (header {header} of model {spec.name!r}) is not set")
+        values[header] = value
+    return values
+
+
+def secrets_of(key: str | None, headers: dict[str, str]) -> Secrets:
+    """Everything a message must be redacted of: the key and the configured header values."""
+    values = tuple(v for v in (key, *headers.values()) if v)
+    return values or None
 
 
 def endpoint(base_url: str, root_path: str, tail: str) -> str:
@@ -83,9 +122,10 @@ def timeouts(spec: ModelSpec, *, streaming: bool) -> httpx.Timeout:
     return httpx.Timeout(read, connect=min(10.0, spec.deadline), write=min(30.0, spec.deadline))
 
 
-def redact(text: str, secret: str | None) -> str:
-    if secret:
-        text = text.replace(secret, "***")
+def redact(text: str, secret: Secrets) -> str:
+    for value in (secret,) if isinstance(secret, str) else secret or ():
+        if value:
+            text = text.replace(value, "***")
     return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + "…"
 
 
@@ -159,7 +199,7 @@ _ERROR_TYPE_STATUS = {
 }
 
 
-def stream_error(provider: str, data: Any, secret: str | None) -> LLMError:
+def stream_error(provider: str, data: Any, secret: Secrets) -> LLMError:
     """Maps an error object that arrived inside a 200 stream; its status comes from
     a numeric ``code`` or a known error type, else it counts as a server error."""
     message, code = _error_text(httpx.Response(200, json=data).content)
@@ -170,7 +210,7 @@ def stream_error(provider: str, data: Any, secret: str | None) -> LLMError:
     return classify(status, redact(f"{provider} stream error: {message}", secret), code)
 
 
-def error_from_response(provider: str, response: httpx.Response, secret: str | None) -> LLMError:
+def error_from_response(provider: str, response: httpx.Response, secret: Secrets) -> LLMError:
     """Reads (a bounded amount of) an error body and maps it; the body may echo the key."""
     try:
         body = response.read()[:8192]
@@ -181,7 +221,7 @@ def error_from_response(provider: str, response: httpx.Response, secret: str | N
     return classify(response.status_code, message, code, retry_after=parse_retry_after(response.headers))
 
 
-def error_from_transport(provider: str, exc: httpx.TransportError, secret: str | None) -> LLMError:
+def error_from_transport(provider: str, exc: httpx.TransportError, secret: Secrets) -> LLMError:
     detail = redact(f"{provider} {type(exc).__name__}: {exc}", secret)
     if isinstance(exc, httpx.TimeoutException):
         return StreamStalled(detail)
@@ -248,6 +288,22 @@ def _shutdown(response: httpx.Response) -> None:
         pass
 
 
+def aim(spec: ModelSpec, url: str, headers: dict[str, str]) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """Where the request really goes: unchanged for a trusted spec; for an untrusted one
+    the URL and every address it resolves to are checked and the request is pinned
+    to the checked address (raises ``EgressRefused`` before any connection)."""
+    if spec.trusted:
+        return url, headers, {}
+    pinned = (spec.egress or EgressPolicy()).pin(url)
+    return pinned.url, {**headers, **pinned.headers}, pinned.extensions
+
+
+def _refuse_redirect(provider: str, response: httpx.Response) -> None:
+    if 300 <= response.status_code < 400:
+        raise EgressRefused(f"{provider} answered HTTP {response.status_code} (a redirect); "
+                            "model calls never follow redirects")
+
+
 def stream_response(
     handle: HttpEventStream,
     provider: str,
@@ -255,16 +311,19 @@ def stream_response(
     url: str,
     headers: dict[str, str],
     body: dict[str, Any],
-    secret: str | None,
+    secret: Secrets,
     transport: httpx.BaseTransport | None,
 ) -> Generator[bytes, None, None]:
     """POSTs ``body`` and yields raw body bytes, with errors mapped."""
+    url, headers, extensions = aim(spec, url, headers)
     try:
         with (
-            httpx.Client(timeout=timeouts(spec, streaming=True), transport=transport) as client,
-            client.stream("POST", url, json=body, headers=headers) as response,
+            httpx.Client(timeout=timeouts(spec, streaming=True), transport=transport,
+                         follow_redirects=False) as client,
+            client.stream("POST", url, json=body, headers=headers, extensions=extensions) as response,
         ):
             handle.attach(response)
+            _refuse_redirect(provider, response)
             if response.status_code >= 400:
                 raise error_from_response(provider, response, secret)
             yield from response.iter_bytes()
@@ -280,13 +339,16 @@ def post_json(
     url: str,
     headers: dict[str, str],
     body: dict[str, Any],
-    secret: str | None,
+    secret: Secrets,
     transport: httpx.BaseTransport | None,
 ) -> Any:
     """A non-streaming POST, bounded by ``spec.deadline``; returns the parsed JSON."""
+    url, headers, extensions = aim(spec, url, headers)
     try:
-        with httpx.Client(timeout=timeouts(spec, streaming=False), transport=transport) as client:
-            response = client.post(url, json=body, headers=headers)
+        with httpx.Client(timeout=timeouts(spec, streaming=False), transport=transport,
+                          follow_redirects=False) as client:
+            response = client.post(url, json=body, headers=headers, extensions=extensions)
+            _refuse_redirect(provider, response)
             if response.status_code >= 400:
                 raise error_from_response(provider, response, secret)
             return response.json()

@@ -24,7 +24,17 @@ import httpx
 
 from tasks.llm.budget import estimate_usage
 from tasks.llm.errors import ProviderUnavailable
-from tasks.llm.http import HttpEventStream, api_key, endpoint, post_json, stream_error, stream_response
+from tasks.llm.http import (
+    HttpEventStream,
+    Secrets,
+    api_key,
+    endpoint,
+    extra_headers,
+    post_json,
+    secrets_of,
+    stream_error,
+    stream_response,
+)
 from tasks.llm.sse import NDJSONDecoder
 from tasks.llm.types import ChatRequest, Completion, ModelSpec, StreamEvent, TextDelta, Usage, UsageReport
 
@@ -56,7 +66,7 @@ class OllamaProvider:
 
     def _prepare(
         self, spec: ModelSpec, request: ChatRequest, *, streaming: bool
-    ) -> tuple[str, dict[str, str], dict[str, Any], str | None]:
+    ) -> tuple[str, dict[str, str], dict[str, Any], Secrets]:
         secret = api_key(spec, required=False)
         url = endpoint(spec.base_url or self.default_base_url, "/api", "/chat")
         headers = {"Authorization": f"Bearer {secret}"} if secret else {}
@@ -74,7 +84,9 @@ class OllamaProvider:
             else:
                 options[key] = value
         body["options"] = options
-        return url, headers, body, secret
+        extra = extra_headers(spec)
+        headers.update(extra)
+        return url, headers, body, secrets_of(secret, extra)
 
     def _events(
         self, handle: HttpEventStream, spec: ModelSpec, request: ChatRequest
@@ -96,7 +108,7 @@ class OllamaProvider:
             chunks.close()
 
 
-def _ollama_events(data: Any, secret: str | None) -> Generator[StreamEvent, None, bool]:
+def _ollama_events(data: Any, secret: Secrets) -> Generator[StreamEvent, None, bool]:
     """Yields the events of one NDJSON object; returns True on the final ``done`` object."""
     if not isinstance(data, dict):
         return False

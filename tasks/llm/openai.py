@@ -22,7 +22,17 @@ import httpx
 
 from tasks.llm.budget import estimate_usage
 from tasks.llm.errors import ProviderUnavailable
-from tasks.llm.http import HttpEventStream, api_key, endpoint, post_json, stream_error, stream_response
+from tasks.llm.http import (
+    HttpEventStream,
+    Secrets,
+    api_key,
+    endpoint,
+    extra_headers,
+    post_json,
+    secrets_of,
+    stream_error,
+    stream_response,
+)
 from tasks.llm.sse import SSEDecoder
 from tasks.llm.types import ChatRequest, Completion, ModelSpec, StreamEvent, TextDelta, Usage, UsageReport
 
@@ -55,7 +65,7 @@ class OpenAIProvider:
 
     def _prepare(
         self, spec: ModelSpec, request: ChatRequest, *, streaming: bool
-    ) -> tuple[str, dict[str, str], dict[str, Any], str | None]:
+    ) -> tuple[str, dict[str, str], dict[str, Any], Secrets]:
         secret = api_key(spec, required=spec.base_url is None)
         url = endpoint(spec.base_url or self.default_base_url, "/v1", "/chat/completions")
         headers = {"Accept": "text/event-stream" if streaming else "application/json"}
@@ -74,7 +84,9 @@ class OpenAIProvider:
         if streaming:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
-        return url, headers, body, secret
+        extra = extra_headers(spec)
+        headers.update(extra)
+        return url, headers, body, secrets_of(secret, extra)
 
     def _events(
         self, handle: HttpEventStream, spec: ModelSpec, request: ChatRequest
@@ -97,7 +109,7 @@ class OpenAIProvider:
             chunks.close()
 
 
-def _openai_events(data: Any, secret: str | None) -> Iterator[StreamEvent]:
+def _openai_events(data: Any, secret: Secrets) -> Iterator[StreamEvent]:
     if not isinstance(data, dict):
         return
     if "error" in data:  # some compatible servers report failures inside the stream

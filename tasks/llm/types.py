@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from tasks.llm.usage import Usage
+
+if TYPE_CHECKING:
+    from tasks.llm.egress import EgressPolicy
 
 Role = Literal["system", "user", "assistant"]
 
@@ -24,10 +29,18 @@ class Message:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One named model configuration of a plan, with settings defaults applied.
+    """One named model configuration, with settings defaults applied.
 
     ``api_key_env`` names an environment variable; the key itself is read at
-    call time and never stored, logged or echoed.
+    call time and never stored, logged or echoed. ``headers`` maps extra HTTP
+    header names to the environment variables holding their values (read the
+    same way). Only operator-registered models carry headers.
+
+    ``trusted`` says the operator configured this model (the registry, or a plan
+    in embedded mode, where the user is the operator). An untrusted spec (a
+    plan-defined model in a cluster) reaches the network only through
+    ``egress`` (:mod:`tasks.llm.egress`); without one, every call is refused.
+    Only :mod:`orchestrator.registry` builds the specs of real phases.
     """
 
     name: str
@@ -43,6 +56,9 @@ class ModelSpec:
     temperature: float | None = None
     max_retries: int = 3
     options: Mapping[str, Any] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    trusted: bool = False
+    egress: EgressPolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -74,21 +90,6 @@ class ChatRequest:
         parts = [f"### {b.title} [{b.source}]\n{b.text}" for b in self.context]
         parts.append(self.prompt)
         return [Message("system", self.system), Message("user", "\n\n".join(parts))]
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Tokens one call spent. ``source`` says whether the provider reported
-    them or we estimated them (and ``method`` says how)."""
-
-    input_tokens: int
-    output_tokens: int
-    source: Literal["provider", "estimated"]
-    method: str | None = None
-
-    @property
-    def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
 
 
 @dataclass(frozen=True)

@@ -374,8 +374,11 @@ def test_secrets_never_leave_the_process(api: Any, workers: Any, settings: Any,
 
     monkeypatch.setenv("LEDGER_OPENAI_KEY", SECRET)  # inherited by the worker and the API
     with LLMServer() as llm:
-        worker = workers()
-        server = api()
+        # the operator lets plans use this key variable and this (literal, loopback) address
+        trusting = settings.model_copy(update={"allowed_key_envs": ["LEDGER_OPENAI_KEY"],
+                                               "allowed_base_urls": [llm.url]})
+        worker = workers(settings=trusting)
+        server = api(settings_=trusting)
         model = {"provider": "openai", "base_url": llm.url, "model": "auth", "api_key_env": "LEDGER_OPENAI_KEY",
                  "max_retries": 0}
         plan = board(models={"m": model}, moderator={"name": "Morgan", "role": "Chair", "model": "m"},

@@ -26,8 +26,9 @@ KEY_ENV = "DURABILITY_TEST_USAGE_KEY"  # not CONCLAVE_*: settings_env drops thos
 
 
 @pytest.fixture()
-def settings(private_settings: Any) -> Any:
-    return private_settings
+def settings(private_settings: Any, server: LLMServer) -> Any:
+    """The operator lets plans use the test server (a listed literal address) and its key."""
+    return private_settings.model_copy(update={"allowed_key_envs": [KEY_ENV], "allowed_base_urls": [server.url]})
 
 
 @pytest.fixture()

@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, text
 
+from orchestrator.client import Conclave
 from tests.llm_server import LLMServer
 
 BOARD = {
@@ -73,8 +74,10 @@ def test_team_plan_with_a_200kb_result_is_offloaded_and_read_in_full(settings: A
                        {"id": "costs", "expert": "Kim", "prompt": "Estimate the costs."}],
             "synthesis": {"expert": "Lee"},
         }
-        workers()
-        plan_id = client.submit(plan)
+        trusting = settings.model_copy(update={"allowed_base_urls": [server.url]})  # the operator lists it
+        workers(settings=trusting)
+        with Conclave(trusting, worker=False) as submitter:
+            plan_id = submitter.submit(plan)
         view = client.wait(plan_id, timeout=90)
         assert view.status == "completed", view.error
         assert_exactly_once(settings.database_url, plan_id)

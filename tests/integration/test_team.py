@@ -14,6 +14,7 @@ import pytest
 import yaml
 from sqlalchemy import create_engine, text
 
+from orchestrator.client import Conclave
 from tests.llm_server import LLMServer
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team.yaml"
@@ -194,8 +195,10 @@ def test_the_synthesis_is_sent_the_full_text_of_a_200kb_input_and_the_debate(set
                        {"id": "costs", "expert": "Kim", "prompt": "Estimate the costs."}],
             "synthesis": {"expert": "Lee"},
         }
-        workers()
-        plan_id = client.submit(plan)
+        trusting = settings.model_copy(update={"allowed_base_urls": [server.url]})  # the operator lists it
+        workers(settings=trusting)
+        with Conclave(trusting, worker=False) as submitter:
+            plan_id = submitter.submit(plan)
         view = client.wait(plan_id, timeout=120)
         assert view.status == "completed", view.error
 

@@ -22,7 +22,7 @@ def _documented() -> dict[str, set[str]]:
 def _built() -> list[NewEvent]:
     phase = stored(example("board"))[1]
     return [
-        payloads.plan_submitted(title="t", kind="board", phases=3),
+        payloads.plan_submitted(title="t", kind="board", phases=3, tenant="default"),
         payloads.phase_started(phase, attempt=1, worker="w", k=0, n=3),
         payloads.phase_completed(phase, attempt=1, chars=3, truncated=False, fallback=False, offloaded=False,
                                  summary="s", k=1, n=3),
@@ -33,6 +33,7 @@ def _built() -> list[NewEvent]:
         payloads.limit_reached("debate", limit=1, existing=1),
         payloads.cancel_requested(["a"]),
         payloads.retry_requested(["a"]),
+            payloads.resume_requested(retry_failed=False, reset=[], actor=None),
         payloads.plan_finished("completed", error_code=None, error=None),
     ]
 

@@ -64,14 +64,22 @@ def test_expert_named_like_the_moderator_is_rejected() -> None:
     assert "used twice" in rejected(doc).message
 
 
-def test_unknown_model_is_rejected() -> None:
+@pytest.mark.parametrize("task_id", [
+    "3f2504e0-4f89-11d3-9a0c-0305e82c3301", "3F2504E0-4F89-11D3-9A0C-0305E82C3301",
+    "3f2504e04f8911d39a0c0305e82c3301", "urn:uuid:3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+    "3f2504e0-4f8911d3-9a0c0305e82c-3301",
+])
+def test_a_task_id_shaped_like_a_plan_id_is_rejected(task_id: str) -> None:
+    """(Which models exist is checked at submit against the registry: tests/unit/test_registry.py.)"""
     doc = copy.deepcopy(BOARD)
-    doc["models"] = {"fast": {"provider": "offline"}}
-    doc["moderator"]["model"] = doc["experts"][0]["model"] = "fast"
-    doc["experts"][1]["model"] = "slow"
+    doc["task_id"] = task_id
     err = rejected(doc)
-    assert fields(err) == ["experts[1].model"]
-    assert "unknown model" in err.message
+    assert fields(err) == ["task_id"] and "plan id" in err.message
+
+
+def test_task_ids_that_only_look_hexadecimal_are_fine() -> None:
+    for task_id in ("crm:deal/42", "deadbeef", "3f2504e0-4f89-11d3-9a0c", "order-3f2504e04f8911d39a0c0305e82c3301"):
+        assert load_plan({**copy.deepcopy(BOARD), "task_id": task_id}).task_id == task_id
 
 
 def test_unknown_expert_in_a_phase_is_rejected() -> None:

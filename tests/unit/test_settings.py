@@ -1,0 +1,69 @@
+"""The trust settings: list values from comma-separated or JSON text, and a wrong value
+refuses to start, naming its variable."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from orchestrator.settings import Settings, settings_errors
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("CONCLAVE_"):
+            monkeypatch.delenv(name)
+
+
+def test_defaults_trust_nothing() -> None:
+    s = Settings()
+    assert (s.allow_plan_models, s.allowed_key_envs, s.allowed_base_urls, s.testing, s.models) == \
+        (False, [], [], False, None)
+    assert s.api_token_scopes == ["admin"] and s.api_token_tenant == "default"
+    with pytest.raises(Exception, match="allowlist"):
+        s.egress_policy.check("https://api.openai.com/v1")
+
+
+@pytest.mark.parametrize("value", ["OPENAI_API_KEY, DEEPSEEK_API_KEY", '["OPENAI_API_KEY","DEEPSEEK_API_KEY"]',
+                                   "OPENAI_API_KEY,DEEPSEEK_API_KEY,"])
+def test_lists_parse_from_commas_or_json(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("CONCLAVE_ALLOWED_KEY_ENVS", value)
+    monkeypatch.setenv("CONCLAVE_ALLOWED_BASE_URLS", "https://api.openai.com/v1,https://*.example.com")
+    monkeypatch.setenv("CONCLAVE_API_TOKEN_SCOPES", "plans:write, plans:read")
+    s = Settings()
+    assert s.allowed_key_envs == ["OPENAI_API_KEY", "DEEPSEEK_API_KEY"]
+    assert s.allowed_base_urls == ["https://api.openai.com/v1", "https://*.example.com"]
+    assert s.api_token_scopes == ["plans:read", "plans:write"]
+    s.egress_policy.check("https://a.example.com/v1")
+
+
+@pytest.mark.parametrize(("variable", "value", "words"), [
+    ("CONCLAVE_API_TOKEN_SCOPES", "plans:read,root", "unknown scope 'root'"),
+    ("CONCLAVE_API_TOKEN_SCOPES", "", "at least one scope"),
+    ("CONCLAVE_API_TOKEN_TENANT", "Acme Corp", "tenant"),
+    ("CONCLAVE_ALLOWED_BASE_URLS", "https://api.openai.com,api.example.com", "'api.example.com'"),
+    ("CONCLAVE_ALLOWED_BASE_URLS", "https://user@api.example.com", "'@'"),
+    ("CONCLAVE_ALLOWED_BASE_URLS", "https://a.*.example.com", "not a valid host"),
+    ("CONCLAVE_ALLOWED_BASE_URLS", '["https://x.test"', "not a JSON array"),
+    ("CONCLAVE_ALLOWED_KEY_ENVS", "CONCLAVE_DATABASE_URL", "Conclave's own"),
+    ("CONCLAVE_ALLOWED_KEY_ENVS", "openai-key", "not an environment variable name"),
+    ("CONCLAVE_SUBMIT_RATE", "-1", "greater than or equal to 0"),
+])
+def test_a_wrong_value_names_its_variable(monkeypatch: pytest.MonkeyPatch, variable: str, value: str,
+                                          words: str) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValidationError) as info:
+        Settings()
+    lines = settings_errors(info.value)
+    assert len(lines) == 1 and lines[0].startswith(f"{variable}: "), lines
+    assert words in lines[0], lines
+
+
+def test_environ_round_trips_lists_and_paths(tmp_path: object) -> None:
+    s = Settings(allowed_key_envs=["A_KEY"], allowed_base_urls=["https://x.test/v1"], allow_plan_models=True,
+                 submit_rate=5)
+    again = Settings(**{k.removeprefix("CONCLAVE_").lower(): v for k, v in s.environ().items()})
+    assert again == s
