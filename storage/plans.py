@@ -10,10 +10,11 @@ from typing import Any
 
 from sqlalchemy import func, or_, select, update
 
+from storage.briefings import add_briefing
 from storage.db import Database
 from storage.errors import Busy, CapacityExceeded, Conflict, NotFound
 from storage.models import PLAN_FINAL, Event, Phase, Plan, utcnow
-from storage.records import NewPhase, PhaseRecord, PlanRecord, snapshot
+from storage.records import NewDocument, NewPhase, PhaseRecord, PlanRecord, snapshot
 
 # Serialises the capacity check with the insert (SQLite's BEGIN IMMEDIATE already does).
 _CAPACITY_LOCK = 0x636F6E636C617665  # "conclave"
@@ -37,8 +38,10 @@ def create_plan(
     phases: Sequence[NewPhase],
     task_id: str | None,
     max_active: int,
+    briefing: Sequence[NewDocument] = (),
 ) -> tuple[str, bool]:
-    """Insert a plan and all its phases in one transaction.
+    """Insert a plan, all its phases and its briefing (documents and chunks) in one
+    transaction: a failure anywhere stores nothing.
 
     Idempotent per ``task_id``: a second submission with the same id returns the
     first plan (``created`` False) when its spec is identical, and raises
@@ -67,8 +70,10 @@ def create_plan(
             s.flush()
             for p in phases:
                 s.add(_phase_row(plan_id, p, now))
+            n_chunks = add_briefing(s, plan_id, briefing)
             s.add(Event(plan_id=plan_id, type="plan_submitted",
-                        data={"title": title, "kind": kind, "phases": len(phases)}))
+                        data={"title": title, "kind": kind, "phases": len(phases),
+                              **({"documents": len(briefing), "chunks": n_chunks} if briefing else {})}))
     except Conflict:
         if task_id is not None:  # lost a race with an identical submission
             existing = _by_task_id(db, task_id)
