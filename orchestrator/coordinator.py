@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
 from orchestrator import dag
+from orchestrator.briefing.ingest import ingest
 from orchestrator.bus import Bus
 from orchestrator.canvas import Canvas, compile_canvas
 from orchestrator.debates import MalformedVerdict, debate_insertion, parse_verdict
@@ -109,7 +110,8 @@ class Coordinator:
         plan = load_plan(source, max_bytes=self.settings.max_plan_bytes)
         plan_id, created = plans.create_plan(
             self.db, title=plan.title, kind=plan.kind, spec=dump_plan(plan), phases=expand(plan),
-            task_id=plan.task_id, max_active=self.settings.max_active_plans)
+            task_id=plan.task_id, max_active=self.settings.max_active_plans,
+            briefing=ingest(plan.briefing, self.settings))
         with bind(plan_id=plan_id):
             log.info("plan %s %s", plan_id, "submitted" if created else "already submitted",
                      extra={"action": "plan.submitted"})
