@@ -1,17 +1,21 @@
 """Which passages an expert sees: the query, and the pick within a token budget. Pure.
 
-The query is made of the words that say what this call is about — the phase's prompt,
-the expert's role, the plan's question — without stop words; the storage search ranks
-the plan's chunks by it (OR semantics: any shared word counts, more count more). The
-pick walks that ranking and keeps each passage that still fits the budget, measured
-the way the prompt will carry it (:func:`render`), so a long passage low in the ranking
-never pushes out shorter, more relevant ones above it.
+The query is made of the words that say what this call is about, in three tiers searched
+in order: the phase's prompt (what this call must do), the expert's role (the angle it
+takes), the plan's question (shared by every expert). Stop words are left out. The
+storage search ranks the plan's chunks for each tier (OR semantics: any shared word
+counts, more count more); the rankings are concatenated tier by tier, so the passages
+about this call's own task come before those that merely touch the shared question —
+otherwise every expert would read the same passages. The pick walks that order and keeps
+each passage that still fits the budget, measured the way the prompt will carry it
+(:func:`render`), so one long passage never pushes out shorter, more relevant ones.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from storage.records import ChunkRecord
 from tasks.llm.budget import estimate_tokens
@@ -31,17 +35,40 @@ answer question expert experts phase role plan team board discuss discussion wri
 STOP_WORDS = frozenset(_STOP_WORDS.split())
 
 
-def build_query(role: str, prompt: str, question: str, *, max_terms: int = MAX_TERMS) -> str:
-    """The search words for one expert's call: from the phase's prompt first, then the
-    role, then the question — distinct, lower-cased, stop words and one-letter Latin
-    words left out."""
-    words: list[str] = []
+@dataclass(frozen=True)
+class Query:
+    """Search words per tier (prompt, role, question; empty tiers dropped), and the
+    call's own words as a sentence for a reranker."""
+
+    tiers: tuple[str, ...]
+    sentence: str
+
+
+def build_query(role: str, prompt: str, question: str, *, max_terms: int = MAX_TERMS) -> Query:
+    """The search words for one expert's call: distinct within each tier, lower-cased,
+    stop words and single Latin letters left out, at most ``max_terms`` in all."""
+    tiers: list[str] = []
+    budget = max_terms
     for source in (prompt, role, question):
-        for w in _WORD.findall(source.lower()):
-            if w in STOP_WORDS or (len(w) == 1 and w.isascii() and w.isalpha()) or not w.strip("_"):
-                continue
-            words.append(w)
-    return " ".join(list(dict.fromkeys(words))[:max_terms])
+        words = [w for w in _WORD.findall(source.lower())
+                 if w not in STOP_WORDS and not (len(w) == 1 and w.isascii() and w.isalpha()) and w.strip("_")]
+        kept = list(dict.fromkeys(words))[:budget]
+        budget -= len(kept)
+        if kept:
+            tiers.append(" ".join(kept))
+    return Query(tuple(tiers), " ".join(part.strip() for part in (role, prompt, question) if part.strip()))
+
+
+def merge_rankings(rankings: Sequence[Sequence[ChunkRecord]]) -> list[ChunkRecord]:
+    """Tier rankings concatenated in tier order, each passage at its first place."""
+    seen: set[str] = set()
+    merged = []
+    for ranking in rankings:
+        for chunk in ranking:
+            if chunk.ref not in seen:
+                seen.add(chunk.ref)
+                merged.append(chunk)
+    return merged
 
 
 def render(chunk: ChunkRecord) -> str:

@@ -4,7 +4,7 @@ the passages that fit a token budget, and ``[doc:chunk]`` citations found and re
 from __future__ import annotations
 
 from orchestrator.briefing.citations import find_citations, find_phase_citations, resolve_citations
-from orchestrator.briefing.retrieval import build_query, passage_tokens, pick_passages, render
+from orchestrator.briefing.retrieval import build_query, merge_rankings, passage_tokens, pick_passages, render
 from storage.records import ChunkRecord
 
 
@@ -13,14 +13,22 @@ def chunk(doc: str, n: int, text: str, score: float = 1.0) -> ChunkRecord:
                        len(text) // 4, score)
 
 
-def test_the_query_leads_with_the_phase_prompt_then_role_then_question_without_stop_words() -> None:
+def test_the_query_has_tiers_prompt_then_role_then_question_without_stop_words() -> None:
     q = build_query("Chief Financial Officer", "Assess the churn risk of the price change",
                     "Should we move to usage-based pricing next quarter? What is the risk?")
-    assert q.split() == ["assess", "churn", "risk", "price", "change", "chief", "financial", "officer",
-                         "move", "usage", "based", "pricing", "next", "quarter"]
-    assert build_query("", "", "") == ""
-    assert len(build_query("", " ".join(f"w{i}x" for i in range(100)), "").split()) == 48
-    assert build_query("", "价格 Q2 的 risk x AI", "") == "价格 q2 的 risk ai"  # only one Latin letter goes
+    assert q.tiers == ("assess churn risk price change", "chief financial officer",
+                       "move usage based pricing next quarter risk")
+    assert q.sentence.startswith("Chief Financial Officer Assess the churn")
+    assert build_query("", "", "").tiers == ()
+    assert build_query("CFO", "", "").tiers == ("cfo",)
+    many = build_query("role words here", " ".join(f"w{i}x" for i in range(100)), "question")
+    assert len(many.tiers) == 1 and len(many.tiers[0].split()) == 48  # at most 48 words in all
+    assert build_query("", "价格 Q2 的 risk x AI", "").tiers == ("价格 q2 的 risk ai",)  # only one Latin letter goes
+
+
+def test_rankings_are_merged_tier_by_tier_without_repeats() -> None:
+    a, b, c = chunk("a", 1, "a"), chunk("b", 1, "b"), chunk("c", 1, "c")
+    assert [x.ref for x in merge_rankings([[b, a], [a, c], [c]])] == ["b:1", "a:1", "c:1"]
 
 
 def test_passages_are_picked_in_rank_order_within_the_budget() -> None:
