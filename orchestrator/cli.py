@@ -96,11 +96,9 @@ def run(plan: str, as_json: bool, timeout: float | None) -> None:
     With no CONCLAVE_BROKER_URL it runs embedded: a SQLite file and an in-process worker."""
     settings = _settings()
     configure("ERROR" if settings.embedded else "WARNING", stream=sys.stderr)
-    from orchestrator.schema import load_plan
-
-    load_plan(plan, max_bytes=settings.max_plan_bytes)  # validate before starting anything
+    local = _read_local(plan, settings)  # validate (and read briefing paths) before starting anything
     with _client(settings) as client:
-        plan_id = client.submit(plan)
+        plan_id = client.submit(local.plan)
         _cancel_on_interrupt(client, plan_id)
         if as_json:
             view = client.wait(plan_id, timeout=timeout)
@@ -112,6 +110,21 @@ def run(plan: str, as_json: bool, timeout: float | None) -> None:
         if as_json:
             click.echo(json.dumps(summary(view, text), indent=2))
         sys.exit(_exit_for(view))
+
+
+def _read_local(plan: str, settings: Settings) -> Any:
+    """The plan with its briefing paths read here, on the user's side (relative to the
+    plan file); every file left out is listed on stderr with the reason."""
+    from orchestrator.briefing.reading import load_local_plan
+
+    local = load_local_plan(plan, settings)
+    if local.skipped:
+        err.print(f"[yellow]briefing: {len(local.skipped)} file(s) left out[/yellow]", highlight=False)
+        for s in local.skipped[:20]:
+            err.print(escape(f"  {s.path}: {s.reason}"), highlight=False)
+        if len(local.skipped) > 20:
+            err.print(f"  … and {len(local.skipped) - 20} more", highlight=False)
+    return local
 
 
 def _cancel_on_interrupt(client: Any, plan_id: str) -> None:
@@ -135,8 +148,9 @@ def submit(plan: str, as_json: bool) -> None:
     """Submit PLAN to the cluster and print its id (idempotent per task_id)."""
     settings = _settings()
     configure("WARNING", stream=sys.stderr)
+    local = _read_local(plan, settings)
     with _client(settings) as client:
-        result = client.coordinator.submit(plan)
+        result = client.coordinator.submit(local.plan)
         if as_json:
             click.echo(json.dumps({"plan_id": result.plan_id, "created": result.created,
                                    "enqueued": result.enqueued}))

@@ -13,12 +13,14 @@ the in-process worker lives as long as the client.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from orchestrator.briefing.reading import load_local_plan
 from orchestrator.bus import Bus, MemoryBus, RedisBus, Subscription
 from orchestrator.celery_app import Shared, build_app, share
 from orchestrator.coordinator import CancelResult, Coordinator, ResumeResult
@@ -31,6 +33,7 @@ from storage import Database, connect, upgrade
 from storage import usage as usage_repo
 
 PlanSource = str | Path | dict[str, Any] | BoardPlan | TeamPlan
+log = logging.getLogger(__name__)
 
 
 class Conclave:
@@ -73,7 +76,19 @@ class Conclave:
 
     def submit(self, plan: PlanSource) -> str:
         """Store and start a plan (a path, YAML/JSON text, a mapping or a plan object).
-        Idempotent per the plan's ``task_id``."""
+        Idempotent per the plan's ``task_id``.
+
+        Embedded, this process is the user's side: briefing ``path`` entries are read
+        here (beside the plan file, or in the working directory) and sent as text; files
+        left out are logged (:func:`orchestrator.briefing.reading.load_local_plan` returns
+        them). Against a cluster, read them with that function first: the coordinator
+        refuses a plan that still names a path."""
+        if self.settings.embedded:
+            local = load_local_plan(plan, self.settings)
+            for skipped in local.skipped:
+                log.warning("briefing: skipped %s: %s", skipped.path, skipped.reason,
+                            extra={"action": "briefing.skipped"})
+            plan = local.plan
         return self.coordinator.submit(plan).plan_id
 
     def get(self, plan_id: str) -> PlanView:

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from orchestrator import dag
+from orchestrator.briefing.ingest import ingest
 from orchestrator.bus import Bus, publish_events
 from orchestrator.canvas import compile_canvas
 from orchestrator.dispatch import Dispatcher
@@ -78,7 +79,7 @@ class Coordinator:
             self.db, title=plan.title, kind=plan.kind, spec=dump_plan(plan), phases=expand(plan),
             task_id=plan.task_id, max_active=self.settings.max_active_plans,
             tenant=principal.tenant if principal else DEFAULT_TENANT, principal=principal,
-            submit_rate=self.settings.submit_rate)
+            submit_rate=self.settings.submit_rate, briefing=ingest(plan.briefing, self.settings))
         plan_id = created.plan_id
         publish_events(self.bus, plan_id, created.events)
         with bind(plan_id=plan_id):

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from orchestrator.briefing.spec import BriefingDocument, check_briefing
 from orchestrator.errors import InvalidPlan
 from storage.ids import as_plan_id
 
@@ -91,6 +92,7 @@ class _PlanBase(_Strict):
     experts: list[Expert] = Field(min_length=1, max_length=24)
     max_debates: int = Field(1, ge=0, le=10)
     budget: Budget | None = None
+    briefing: list[BriefingDocument] = Field(default_factory=list, max_length=10_000)
 
     @field_validator("models")
     @classmethod
@@ -99,6 +101,13 @@ class _PlanBase(_Strict):
             if not re.match(r"^[A-Za-z0-9_.-]{1,80}$", name):
                 raise ValueError(f"model name {name!r} must be 1-80 letters, digits, '_', '.' or '-'")
         return v
+
+    @model_validator(mode="after")
+    def _check_briefing(self) -> _PlanBase:
+        problem = check_briefing(self.briefing)
+        if problem:
+            raise _FieldError(*problem)
+        return self
 
     def expert(self, name: str) -> Expert:
         for e in self._all_experts():
@@ -278,6 +287,13 @@ def load_plan(source: str | Path | dict[str, Any] | BoardPlan | TeamPlan, *,
     return parse_plan(data)
 
 
+def plan_file(source: object) -> Path | None:
+    """The file a plan source names (relative briefing paths resolve beside it), or None."""
+    if isinstance(source, Path | str) and _is_path(source):
+        return Path(source)
+    return None
+
+
 def _is_path(source: str | Path) -> bool:
     """A Path, or a one-line string that names a file rather than holding a plan: it
     exists, has a plan file's suffix, or has no ``key: value`` in it."""
@@ -309,4 +325,9 @@ def _read_file(path: Path, max_bytes: int) -> str:
 
 
 def dump_plan(plan: BoardPlan | TeamPlan) -> dict[str, Any]:
-    return plan.model_dump(mode="json")
+    data = plan.model_dump(mode="json")
+    if data["briefing"]:
+        data["briefing"] = [{k: v for k, v in d.items() if v is not None} for d in data["briefing"]]
+    else:  # plans without a briefing keep the spec they always had
+        del data["briefing"]
+    return data

@@ -57,6 +57,14 @@ class Settings(BaseSettings):
     retention_days: float = Field(30.0, gt=0, description="Finished plans' events older than this are pruned")
     max_events_per_plan: int = Field(5000, ge=100, description="Events kept per finished plan")
 
+    briefing_max_documents: int = Field(100, ge=1, description="Most documents in one plan's briefing")
+    briefing_max_document_bytes: int = Field(
+        200_000, ge=1000, description="Largest briefing document (UTF-8 bytes); larger local files are skipped")
+    briefing_max_bytes: int = Field(800_000, ge=1000, description="All of one plan's briefing documents together")
+    briefing_max_chunks: int = Field(2000, ge=1, description="Most chunks one plan's briefing may be split into")
+    briefing_rerank: bool = Field(
+        True, description="Rerank retrieved passages with an embedding model when `conclave[rerank]` is installed")
+
     default_provider: str = Field("offline", description="Provider for models a plan does not configure")
     first_chunk_timeout: float = Field(30.0, gt=0, description="Stream guard: wait for the first chunk (s)")
     idle_timeout: float = Field(30.0, gt=0, description="Stream guard: longest gap between chunks (s)")

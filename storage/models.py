@@ -190,3 +190,60 @@ class PrincipalRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Document(Base):
+    """A briefing document, stored with its plan in the submitting transaction."""
+
+    __tablename__ = "documents"
+    __table_args__ = (UniqueConstraint("plan_id", "doc_id", name="uq_documents_plan_doc"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"))
+    doc_id: Mapped[str] = mapped_column(String(60))  # the slug a citation names: [doc_id:ordinal]
+    position: Mapped[int] = mapped_column(Integer)
+    title: Mapped[str] = mapped_column(String(300))
+    format: Mapped[str] = mapped_column(String(12))  # markdown | text
+    text: Mapped[str] = mapped_column(Text)
+    length: Mapped[int] = mapped_column(Integer)  # UTF-16 code units
+    sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Chunk(Base):
+    """A citable passage of a document: ``text`` is the document's text from ``start_utf16``
+    to ``end_utf16`` (UTF-16 code units, what browsers index by).
+
+    Full-text search structures are dialect-specific and live outside this metadata
+    (migration ``0003``): on Postgres a generated ``search`` tsvector column with a GIN
+    index, on SQLite an FTS5 table ``chunks_fts`` kept in step by triggers.
+    """
+
+    __tablename__ = "chunks"
+    __table_args__ = (UniqueConstraint("plan_id", "doc_id", "ordinal", name="uq_chunks_plan_doc_ordinal"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"))
+    document_id: Mapped[int] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"), index=True)
+    doc_id: Mapped[str] = mapped_column(String(60))
+    ordinal: Mapped[int] = mapped_column(Integer)
+    start_utf16: Mapped[int] = mapped_column(Integer)
+    end_utf16: Mapped[int] = mapped_column(Integer)
+    heading_path: Mapped[list[str]] = mapped_column(JSON, default=list)
+    text: Mapped[str] = mapped_column(Text)
+    tokens: Mapped[int] = mapped_column(Integer)  # estimated
+
+
+SEARCH_TABLE_PREFIX = "chunks_fts"  # SQLite FTS5 table and its shadow tables
+SEARCH_COLUMN = "search"  # Postgres generated tsvector on chunks
+SEARCH_INDEX = "ix_chunks_search"
+
+
+def in_models(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+    """Alembic ``include_object``: the search structures created by migration 0003 are
+    dialect-specific and deliberately not in the metadata; compare everything else."""
+    if type_ == "table":
+        return not (name or "").startswith(SEARCH_TABLE_PREFIX)
+    if type_ == "column" and name == SEARCH_COLUMN:
+        return getattr(getattr(obj, "table", None), "name", None) != Chunk.__tablename__
+    return not (type_ == "index" and name == SEARCH_INDEX)

@@ -40,10 +40,11 @@ def _about(phase: _Phase, attempt: int) -> dict[str, Any]:
 
 
 def plan_submitted(*, title: str, kind: str, phases: int, tenant: str,
-                   principal: dict[str, Any] | None = None) -> NewEvent:
-    """``principal``: who submitted it (id and name, never a token), for the audit trail."""
+                   principal: dict[str, Any] | None = None, documents: int = 0, chunks: int = 0) -> NewEvent:
+    """``principal``: who submitted it (id and name, never a token), for the audit trail;
+    ``documents``/``chunks``: the briefing stored with it."""
     return NewEvent("plan_submitted", {"title": title, "kind": kind, "phases": phases, "tenant": tenant,
-                                       "principal": principal})
+                                       "principal": principal, "documents": documents, "chunks": chunks})
 
 
 def phase_started(phase: _Phase, *, attempt: int, worker: str, k: int, n: int) -> NewEvent:

@@ -11,13 +11,14 @@ from typing import Any
 from sqlalchemy import or_, select, update
 
 from storage import payloads, tenancy
+from storage.briefings import add_briefing
 from storage.db import Database
 from storage.errors import Busy, Conflict, NotFound
 from storage.events import Outbox
 from storage.identity import DEFAULT_TENANT, Principal
 from storage.ids import as_plan_id, new_plan_id
 from storage.models import Phase, Plan, utcnow
-from storage.records import EventRecord, NewPhase, PhaseRecord, PlanRecord, snapshot
+from storage.records import EventRecord, NewDocument, NewPhase, PhaseRecord, PlanRecord, snapshot
 from storage.status import PLAN_FINAL, PhaseStatus, PlanStatus
 
 _REOPENABLE = (PlanStatus.RUNNING, PlanStatus.FAILED, PlanStatus.BUDGET_EXHAUSTED)
@@ -69,8 +70,10 @@ def create_plan(
     tenant: str = DEFAULT_TENANT,
     principal: Principal | None = None,
     submit_rate: int = 0,
+    briefing: Sequence[NewDocument] = (),
 ) -> Created:
-    """Insert a plan and all its phases in one transaction, in ``tenant``.
+    """Insert a plan, all its phases and its briefing (documents and chunks) in one
+    transaction, in ``tenant``: a failure anywhere stores nothing.
 
     Idempotent per (tenant, ``task_id``): a second submission with the same id returns
     the first plan (``created`` False) when its spec is identical, and raises
@@ -95,9 +98,11 @@ def create_plan(
             s.flush()
             for p in phases:
                 s.add(_phase_row(plan_id, p, now))
+            n_chunks = add_briefing(s, plan_id, briefing)
             outbox = Outbox(s, plan_id)
             outbox.append(payloads.plan_submitted(title=title, kind=kind, phases=len(phases), tenant=tenant,
-                                                  principal=principal.audit() if principal else None))
+                                                  principal=principal.audit() if principal else None,
+                                                  documents=len(briefing), chunks=n_chunks))
             stored = outbox.records()
     except Conflict:
         if task_id is not None:  # lost a race with an identical submission

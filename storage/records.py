@@ -114,3 +114,61 @@ class NewPhase:
     round: int | None = None
     group_key: str | None = None
     meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NewChunk:
+    """A chunk to insert. ``start``/``end`` are UTF-16 code units into its document."""
+
+    ordinal: int
+    start: int
+    end: int
+    heading_path: list[str]
+    text: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class NewDocument:
+    """A briefing document to insert with its plan, already chunked."""
+
+    doc_id: str
+    position: int
+    title: str
+    format: str
+    text: str
+    length: int  # UTF-16 code units
+    sha256: str
+    chunks: list[NewChunk]
+
+
+@dataclass(frozen=True)
+class DocumentRecord:
+    doc_id: str
+    position: int
+    title: str
+    format: str
+    text: str | None  # None when read without text
+    length: int
+    sha256: str
+    chunks: int
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    """A stored chunk, cited as ``[doc_id:ordinal]``. ``score`` is the search relevance
+    (higher is better; 0 when the chunk was not found by a search)."""
+
+    doc_id: str
+    ordinal: int
+    title: str  # the document's
+    heading_path: list[str]
+    start: int  # UTF-16 code units into the document
+    end: int
+    text: str
+    tokens: int
+    score: float = 0.0
+
+    @property
+    def ref(self) -> str:
+        return f"{self.doc_id}:{self.ordinal}"

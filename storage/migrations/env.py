@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from storage.models import Base
+from storage.models import Base, in_models
 
 config = context.config
 target_metadata = Base.metadata
@@ -17,7 +17,8 @@ def run_migrations_online() -> None:
     engine = create_engine(url, poolclass=pool.NullPool)
     with engine.connect() as connection:
         context.configure(connection=connection, target_metadata=target_metadata,
-                          render_as_batch=connection.dialect.name == "sqlite", compare_type=True)
+                          render_as_batch=connection.dialect.name == "sqlite", compare_type=True,
+                          include_object=in_models)
         with context.begin_transaction():
             context.run_migrations()
     engine.dispose()

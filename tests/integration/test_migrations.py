@@ -13,13 +13,14 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import IntegrityError
 
 from storage import upgrade
-from storage.models import Base
+from storage.models import Base, in_models
 
 
 def diff(url: str) -> list[Any]:
     engine = create_engine(url)
     with engine.connect() as conn:
-        ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+        # in_models leaves out the dialect-specific search structures of migration 0003
+        ctx = MigrationContext.configure(conn, opts={"compare_type": True, "include_object": in_models})
         out = compare_metadata(ctx, Base.metadata)
     engine.dispose()
     return list(out)
