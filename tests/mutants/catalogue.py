@@ -42,7 +42,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "claim-live-lease", "I2", "storage/phases.py",
         '(Phase.status == "running") & (Phase.lease_expires_at < now)',
         '(Phase.status == "running")',
-        tests=(f"{FENCE}::test_a_stale_attempt_is_fenced_while_the_new_attempt_runs{PG}",),
+        tests=(f"{FENCE}::test_a_live_lease_is_never_taken_over{PG}",),
         why="a phase leased by a live worker is claimed again"),
     mutation(
         "claim-keeps-the-attempt", "I2", "storage/phases.py",
@@ -60,6 +60,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                            .values(lease_expires_at=now + lease))",
         tests=(f"{FENCE}::test_a_stale_attempt_loses_its_heartbeat{PG}",),
         why="a stale attempt's heartbeat keeps renewing the lease of the attempt that took over"),
+    mutation(
+        "heartbeat-not-scoped-to-its-phase", "I2", "storage/phases.py",
+        "res = s.execute(update(Phase).where(Phase.id == phase_id, Phase.attempt == attempt,\n"
+        '                                                Phase.status == "running")\n'
+        "                            .values(lease_expires_at=now + lease))",
+        "res = s.execute(update(Phase).where(Phase.attempt == attempt,\n"
+        '                                                Phase.status == "running")\n'
+        "                            .values(lease_expires_at=now + lease))",
+        tests=(f"{FENCE}::test_a_heartbeat_renews_only_the_phase_and_attempt_it_names{PG}",),
+        why="one worker's heartbeat keeps alive the lease of every phase at the same attempt number"),
 
     # I3 — the attempt fence
     Mutation(
@@ -86,6 +96,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         '            return Finished("fenced")\n        status = ',
         tests=(f"{FENCE}::test_a_stale_attempt_cannot_fail_the_phase_another_attempt_runs{PG}",),
         why="a stale attempt's error fails a phase another attempt is running"),
+    mutation(
+        "completion-not-scoped-to-its-phase", "I3", "storage/phases.py",
+        "res = s.execute(update(Phase).where(Phase.id == phase_id, Phase.attempt == attempt,\n"
+        '                                                Phase.status == "running")\n'
+        '                            .values(status="completed"',
+        "res = s.execute(update(Phase).where(Phase.attempt == attempt,\n"
+        '                                                Phase.status == "running")\n'
+        '                            .values(status="completed"',
+        tests=(f"{FENCE}::test_completing_writes_the_result_and_only_this_phases{PG}",),
+        why="completing one phase completes every running phase at the same attempt number"),
 
     # I4 — usage rows, summed in one place
     mutation(
@@ -95,6 +115,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(f"{FENCE}::test_a_stale_attempt_is_fenced_while_the_new_attempt_runs{PG}",
                "tests/integration/test_durability_fence.py::test_a_worker_killed_after_its_usage_was_recorded"),
         why="completing a phase counts the usage of every attempt, the dead and fenced ones too"),
+    mutation(
+        "usage-not-scoped-to-its-phase", "I4", "storage/phases.py",
+        "update(UsageRow).where(UsageRow.phase_id == phase_id, UsageRow.attempt == attempt)",
+        "update(UsageRow).where(UsageRow.attempt == attempt)",
+        tests=(f"{FENCE}::test_completing_writes_the_result_and_only_this_phases{PG}",),
+        why="completing one phase counts the usage of other phases' running attempts as cost"),
     mutation(
         "view-sums-waste-as-cost", "I4", "orchestrator/views.py",
         "cost = [r for r in rows if r.counted]",
@@ -141,6 +167,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if reopenable:\n",
         tests=(f"{PLANS}::test_resume_without_retry_failed_leaves_failed_phases_failed{PG}",),
         why="a plain resume reruns failed phases"),
+    mutation(
+        "retry-reaches-other-plans", "I6", "storage/plans.py",
+        "            rows = s.scalars(select(Phase).where(Phase.plan_id == plan_id,\n"
+        '                                                 Phase.status.in_(("failed", "skipped")))).all()',
+        '            rows = s.scalars(select(Phase).where(Phase.status.in_(("failed", "skipped")))).all()',
+        tests=(f"{PLANS}::test_retry_failed_counts_each_retry_and_touches_only_its_plan{PG}",),
+        why="a retry of one plan's failed phases reopens every plan's"),
 
     # I7 — max_debates
     mutation(
@@ -149,6 +182,24 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if groups > max_groups:\n",
         tests=(f"{REPO}/test_debates.py::test_debates_are_inserted_with_the_check_up_to_max_debates{PG}",),
         why="one debate group more than max_debates is inserted"),
+    mutation(
+        "debate-limit-counts-phases", "I7", "storage/phases.py",
+        "select(func.count(func.distinct(Phase.group_key)))",
+        "select(func.count())",
+        tests=(f"{REPO}/test_debates.py::test_the_limit_counts_debate_groups_not_phases{PG}",),
+        why="max_debates is compared with debate phases, not debate groups: fewer debates than allowed"),
+    mutation(
+        "debate-limit-counts-other-plans", "I7", "storage/phases.py",
+        ".where(Phase.plan_id == plan_id, Phase.kind == kind)) or 0",
+        ".where(Phase.kind == kind)) or 0",
+        tests=(f"{REPO}/test_debates.py::test_the_limit_counts_this_plans_debates_only{PG}",),
+        why="another plan's debates count against this plan's max_debates"),
+    mutation(
+        "plan-row-not-locked", "I7", "storage/phases.py",
+        "    plan = s.get(Plan, plan_id, with_for_update=True)\n    row = s.get(Phase, phase_id, with_for_update=True)",
+        "    plan = s.get(Plan, plan_id)\n    row = s.get(Phase, phase_id, with_for_update=True)",
+        tests=(f"{FENCE}::test_the_writes_that_finish_a_phase_take_its_plans_row_first",),
+        why="completions, failures and debate insertions of one plan no longer serialise on its row"),
 
     # I8 — canvases end in advance
     mutation(
@@ -171,6 +222,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         ".where(or_(Plan.id.in_(expired), Plan.updated_at < cutoff))",
         tests=(f"{PLANS}::test_a_phase_enqueued_long_ago_and_never_claimed_makes_its_plan_stalled{PG}",),
         why="a message lost while the plan moves on elsewhere is never sent again"),
+    mutation(
+        "takeover-never-sent", "I9", "storage/phases.py",
+        'q = update(Phase).where(Phase.id == pid, Phase.status.in_(("pending", "running")))',
+        'q = update(Phase).where(Phase.id == pid, Phase.status == "pending")',
+        tests=(f"{REPO}/test_enqueue.py::test_marks_go_to_phases_that_can_still_run_and_bump_their_plan{PG}",),
+        why="a running phase whose worker died is never sent to another worker"),
 
     # I10 — the active-plan cap
     mutation(
@@ -221,6 +278,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         ".where(Phase.id == phase_id)",
         tests=(f"{CANCEL}::test_a_phase_of_a_cancelled_plan_is_not_taken_over{PG}",),
         why="a phase of a cancelled plan is taken over and its model called again"),
+    mutation(
+        "cancel-reaches-other-plans", "I13", "storage/plans.py",
+        's.execute(update(Phase).where(Phase.plan_id == plan_id, Phase.status == "pending")',
+        's.execute(update(Phase).where(Phase.status == "pending")',
+        tests=(f"{CANCEL}::test_cancel_cancels_the_queued_phases_of_that_plan_and_flags_it{PG}",),
+        why="cancelling one plan cancels the queued phases of every plan"),
 
     # I14 — the full text through the content store
     mutation(
@@ -247,7 +310,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "truncated-not-stored", "I15", "storage/phases.py",
         'summary=summary, truncated=truncated,',
         'summary=summary, truncated=False,',
-        tests=("tests/integration/test_models_in_plans.py::test_break_mid_stream_keeps_partial_text_marked_truncated",),
+        tests=(f"{FENCE}::test_completing_writes_the_result_and_only_this_phases{PG}",),
         why="the stored phase does not say its text is partial"),
     mutation(
         "first-chunk-timeout-ignored", "I15", "tasks/llm/guard.py",
