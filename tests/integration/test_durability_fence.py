@@ -134,16 +134,18 @@ def _a_blocked_in_completion(client: Any, plan_id: str, lock: PlanRowLock, worke
     assert (a.status, a.attempt, owner_pid(a)) == ("running", 1, worker.pid)
 
 
-def _taken_over_by(client: Any, plan_id: str, worker: Any) -> Any:
-    """Wait until attempt 1's lease has expired and ``worker`` holds attempt 2."""
+def _taken_over_by(client: Any, plan_id: str, worker: Any) -> None:
+    """Wait until attempt 1's lease has expired and ``worker`` has claimed attempt 2 (its
+    ``phase_started`` event: the phase may already be done when a fast worker is polled)."""
     expires = _phase(client, plan_id).lease_expires_at
     wait_for(lambda: datetime.now(UTC) > expires, 30, interval=0.05, what="attempt 1's lease to expire")
 
-    def second_attempt() -> Any:
-        p = _phase(client, plan_id)
-        return p if p.attempt == 2 and p.status == "running" and owner_pid(p) == worker.pid else None
+    def second_attempt() -> bool:
+        return any(e.type == "phase_started" and e.phase_key == "a" and e.data["attempt"] == 2
+                   and e.data["worker"].split(":")[1] == str(worker.pid)
+                   for e in client.coordinator.list_events(plan_id))
 
-    return wait_for(second_attempt, 60, interval=0.05, what="attempt 2 claimed by the other worker")
+    wait_for(second_attempt, 60, interval=0.05, what="attempt 2 claimed by the other worker")
 
 
 def _tokens(rows: list[Any]) -> int:
