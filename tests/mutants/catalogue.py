@@ -186,7 +186,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "debate-limit-counts-phases", "I7", "storage/phases.py",
         "select(func.count(func.distinct(Phase.group_key)))",
         "select(func.count())",
-        tests=(f"{REPO}/test_debates.py::test_the_limit_counts_debate_groups_not_phases{PG}",),
+        tests=(f"{REPO}/test_debates.py::test_the_limit_counts_debate_groups_not_phases[postgresql-2]",),
         why="max_debates is compared with debate phases, not debate groups: fewer debates than allowed"),
     mutation(
         "debate-limit-counts-other-plans", "I7", "storage/phases.py",

@@ -16,7 +16,7 @@ copy first (the baseline), or a failure would prove nothing.
 It exits 1 when a mutation survives (any named test passes) or cannot be run, and 2
 — before anything runs, naming what to fix — when an invariant of DESIGN.md has no
 mutation or the catalogue is stale (an ``old`` snippet that does not occur exactly
-once, an unknown invariant id, a test file or function that does not exist).
+once, an unknown invariant id, a named test that pytest does not collect).
 
 Usage::
 
@@ -95,6 +95,17 @@ def problems(root: Path, mutations: Sequence[Mutation]) -> list[str]:
         for node in m.tests:
             out.extend(f"{where}: {msg}" for msg in _node_problems(root, node))
     return out
+
+
+def uncollected(root: Path, mutations: Sequence[Mutation]) -> list[str]:
+    """Named test ids pytest does not collect (e.g. a parametrisation that changed)."""
+    nodes = sorted({t for m in mutations for t in m.tests})
+    res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "-o", "addopts=", *nodes], cwd=root, capture_output=True, text=True, timeout=300)
+    if res.returncode == 0:
+        return []
+    lines = [line for line in (res.stdout + res.stderr).splitlines() if "not found" in line or "ERROR" in line]
+    return [f"pytest does not collect a named test: {line.strip()}" for line in lines] or [res.stdout[-2000:]]
 
 
 def _node_problems(root: Path, node: str) -> list[str]:
@@ -255,6 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{m.name:34} {m.invariant:4} {m.file:32} {m.why}")
         return 0
     found = problems(ROOT, MUTATIONS)
+    if not found:
+        found = uncollected(ROOT, MUTATIONS)
     if found:
         print("The mutation catalogue is stale or incomplete:", file=sys.stderr)
         for p in found:
