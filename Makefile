@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTHON ?= python3
 
-.PHONY: install demo test test-fast lint services chaos bench clean
+.PHONY: install demo test test-fast lint mutants services chaos bench clean
 
 install: $(VENV)/.installed
 
@@ -27,6 +27,11 @@ test-fast: install
 lint: install
 	$(BIN)/ruff check orchestrator tasks storage tests bench
 	$(BIN)/mypy
+
+## Break each invariant of DESIGN.md on purpose (tests/mutants/catalogue.py) in a scratch copy;
+## fail if its tests do not notice, or if an invariant has no mutation.
+mutants: install services
+	$(BIN)/python -m tests.mutants.run
 
 services:
 	@bash scripts/services.sh

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from storage import Database, contents, plans, usage
@@ -79,6 +80,18 @@ def wait_for(pred: Callable[[], T | None], timeout: float, *, interval: float = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or pred}")
         time.sleep(interval)
+
+
+def wait_leases_expired(db: Database, plan_id: str, timeout: float = 60) -> None:
+    """Wait until every running phase's stored lease has passed (by this machine's clock,
+    the one workers set leases with) — a takeover may then happen."""
+
+    def expired() -> bool:
+        now = datetime.now(UTC)
+        running = [p for p in plans.load_state(db, plan_id).phases if p.status == "running"]
+        return all(p.lease_expires_at is not None and p.lease_expires_at < now for p in running)
+
+    wait_for(expired, timeout, interval=0.05, what="the running phases' leases to expire")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ the real transaction), never by mocking our storage.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -27,6 +26,11 @@ def settings(private_settings: Any) -> Any:
     return private_settings
 
 
+def _noops(fleet: list[Any]) -> int:
+    """Tasks the workers acknowledged without doing anything (``run_phase`` returned "noop")."""
+    return sum(w.log().count(": 'noop'") for w in fleet)
+
+
 def test_duplicate_delivery_one_result_one_usage_row(client: Any, workers: Any,
                                                     settings: Any) -> None:
     import redis
@@ -40,9 +44,8 @@ def test_duplicate_delivery_one_result_one_usage_row(client: Any, workers: Any,
         client.app.send_task(ADVANCE, kwargs={"plan_id": plan_id})
     fleet = workers.many(2)  # two workers consume the copies at once
     wait_for(lambda: client.get(plan_id).final, 60, interval=0.2, what="plan final")
-    time.sleep(0.5)
-    noops = sum(w.log().count("succeeded in") and w.log().count(": 'noop'") for w in fleet)
-    assert noops >= 3  # the copies were delivered, found the phase taken or final, and did nothing
+    # the copies were delivered, found the phase taken or final, and did nothing
+    wait_for(lambda: _noops(fleet) >= 3, 30, interval=0.1, what="the three copies acknowledged as no-ops")
 
     led = ledger(client.db, plan_id)
     assert led.plan.status == "completed"
@@ -56,7 +59,7 @@ def test_duplicate_delivery_one_result_one_usage_row(client: Any, workers: Any,
 
 @pytest.mark.slow
 def test_duplicate_delivered_while_running_and_after_completion(client: Any, workers: Any) -> None:
-    workers.many(2)
+    fleet = workers.many(2)
     plan_id = client.submit(board_plan("late duplicates", latency=0.05))
     state = plans.load_state(client.db, plan_id)
     opening = next(p for p in state.phases if p.key == "opening")
@@ -67,7 +70,8 @@ def test_duplicate_delivered_while_running_and_after_completion(client: Any, wor
     wait_for(lambda: client.get(plan_id).final, 60, interval=0.2, what="plan final")
     for p in state.phases:  # after completion: the copies find it final
         client.app.send_task(RUN_PHASE, kwargs={"plan_id": plan_id, "phase_id": p.id})
-    time.sleep(1.5)
+    copies = 4 + len(state.phases)
+    wait_for(lambda: _noops(fleet) >= copies, 30, interval=0.1, what=f"{copies} copies acknowledged as no-ops")
 
     led = ledger(client.db, plan_id)
     assert led.plan.status == "completed"

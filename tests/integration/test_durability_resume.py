@@ -30,6 +30,7 @@ from tests.integration.durability import (
     owner_pid,
     team_plan,
     wait_for,
+    wait_leases_expired,
 )
 
 GUARD = 3.0  # seconds a resume holds its plan's guard in these tests
@@ -130,9 +131,9 @@ def test_resume_by_external_task_id_rebuilds_from_stored_status(client: Any, wor
     assert out.returncode == 0, out.stderr
     again = json.loads(out.stdout)
     assert (again["plan_id"], again["status"], again["enqueued"]) == (plan_id, "completed", [])
-    time.sleep(0.5)
-    after = ledger(client.db, plan_id)
+    after = ledger(client.db, plan_id)  # nothing was sent (no new enqueue mark) and nothing ran again
     assert {p.key: p.attempt for p in after.phases} == attempts  # final phases left alone
+    assert {p.key: p.enqueued_at for p in after.phases} == {p.key: p.enqueued_at for p in led.phases}
     assert len(after.usage_rows) == len(led.usage_rows)
 
 
@@ -157,9 +158,9 @@ def test_failed_phases_rerun_only_with_retry_failed(client: Any, workers: Any) -
 
     res = client.resume(plan_id)  # without retry_failed: failed stays failed
     assert (res.enqueued, res.retried, res.status) == ([], [], "failed")
-    time.sleep(1.5)
-    same = ledger(client.db, plan_id)
+    same = ledger(client.db, plan_id)  # nothing was sent (no new enqueue mark) and nothing ran again
     assert same.statuses() == before.statuses()
+    assert {p.key: p.enqueued_at for p in same.phases} == {p.key: p.enqueued_at for p in before.phases}
     assert same.phase("r1.ravi").attempt == 1 and same.phase("r1.ravi").retries_requested == 0
     assert len(same.usage_rows) == len(before.usage_rows)
 
@@ -212,7 +213,7 @@ def test_debates_survive_a_crash_and_max_debates_holds(client: Any, workers: Any
     debates = [p for p in plans.load_state(client.db, plan_id).phases if p.kind == "debate"]
     assert len(debates) == 2 and {p.group_key for p in debates} == {"debate-check-1"}
 
-    time.sleep(3.2)  # the killed worker's leases expire
+    wait_leases_expired(client.db, plan_id)  # the killed worker's leases
     res = client.resume(plan_id)
     assert {p.key for p in debates} & set(res.enqueued)  # resume sees the inserted debates
     workers(beat=True)

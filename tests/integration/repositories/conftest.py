@@ -1,0 +1,31 @@
+"""Repository tests run on both databases Conclave supports: the test Postgres and a
+SQLite file (the embedded mode's store), each migrated to head."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from storage import Database, connect, upgrade
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    if request.param == "postgresql":
+        url = request.getfixturevalue("clean_db")
+    else:
+        url = f"sqlite:///{tmp_path / 'conclave.db'}"
+        upgrade(url)
+    database = connect(url, pool_size=4)
+    yield database
+    database.dispose()
+
+
+@pytest.fixture()
+def pg(clean_db: str) -> Iterator[Database]:
+    """Postgres only: for what only Postgres does (row and advisory locks across connections)."""
+    database = connect(clean_db, pool_size=8)
+    yield database
+    database.dispose()

@@ -1,0 +1,309 @@
+"""``make mutants``: every invariant in DESIGN.md is broken on purpose, and the suite must notice.
+
+For each mutation of :mod:`tests.mutants.catalogue` the runner copies the tree to a
+scratch directory, applies the mutation there, and runs the mutation's tests with
+the scratch copy first on ``PYTHONPATH`` and as the working directory — so the
+mutant is what the test process imports, and what the worker, API and CLI
+subprocesses those tests start import too (they inherit both). The project's
+editable install resolves after ``PYTHONPATH``; a preflight in every scratch copy
+checks that the mutated module really is imported from there, mutated.
+
+A mutation is caught when every test it names fails on the mutant (a test file
+named whole: at least one of its tests) — the catalogue says which tests catch what,
+and the table printed at the end shows it. The named tests must pass on an unmutated
+copy first (the baseline), or a failure would prove nothing.
+
+It exits 1 when a mutation survives (any named test passes) or cannot be run, and 2
+— before anything runs, naming what to fix — when an invariant of DESIGN.md has no
+mutation or the catalogue is stale (an ``old`` snippet that does not occur exactly
+once, an unknown invariant id, a named test that pytest does not collect).
+
+Usage::
+
+    python -m tests.mutants.run                 # validate, baseline, every mutation
+    python -m tests.mutants.run --check         # validate the catalogue only
+    python -m tests.mutants.run --only fence-dropped --only count-every-attempt
+    python -m tests.mutants.run --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.mutants.catalogue import MUTATIONS
+from tests.mutants.catalogue_types import Mutation
+
+ROOT = Path(__file__).resolve().parents[2]
+DESIGN = "DESIGN.md"
+IGNORE = shutil.ignore_patterns(".venv", ".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+                                ".conclave", "*.egg-info", "*.pyc", "mutmut-*", "mutants")
+INVARIANT_ROW = re.compile(r"^\|\s*(I\d+)\s*\|")
+TIMEOUT = 900.0  # per mutation; pytest-timeout bounds each test well before this
+
+
+def invariant_ids(design: str) -> list[str]:
+    """The ids of DESIGN.md's invariant table, in order."""
+    return [m.group(1) for line in design.splitlines() if (m := INVARIANT_ROW.match(line))]
+
+
+def problems(root: Path, mutations: Sequence[Mutation]) -> list[str]:
+    """Everything stale or missing in the catalogue, as messages that say what to fix."""
+    out: list[str] = []
+    ids = invariant_ids((root / DESIGN).read_text())
+    if not ids:
+        out.append(f"{DESIGN}: no invariant rows found (rows must start with '| I<n> |')")
+    if len(set(ids)) != len(ids):
+        out.append(f"{DESIGN}: duplicate invariant ids {sorted(i for i in ids if ids.count(i) > 1)}")
+    names = [m.name for m in mutations]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        out.append(f"mutation {name!r} is defined twice")
+    for inv in ids:
+        if not any(m.invariant == inv for m in mutations):
+            out.append(f"invariant {inv} of {DESIGN} has no mutation in tests/mutants/catalogue.py")
+    for m in mutations:
+        where = f"mutation {m.name!r} ({m.file})"
+        if m.invariant not in ids:
+            out.append(f"{where}: invariant {m.invariant!r} is not in {DESIGN}'s table")
+        path = root / m.file
+        if not path.is_file():
+            out.append(f"{where}: no such file")
+            continue
+        source = path.read_text()
+        if not m.edits:
+            out.append(f"{where}: no edits")
+        for i, edit in enumerate(m.edits, 1):
+            n = source.count(edit.old)
+            if n != 1:
+                first = edit.old.strip().splitlines()[0] if edit.old.strip() else repr(edit.old)
+                out.append(f"{where}: edit {i}: `old` occurs {n} times, expected exactly once — "
+                           f"re-anchor it (starts with: {first!r})")
+            if edit.old == edit.new:
+                out.append(f"{where}: edit {i}: `new` equals `old`")
+        if not m.tests:
+            out.append(f"{where}: names no tests")
+        for node in m.tests:
+            out.extend(f"{where}: {msg}" for msg in _node_problems(root, node))
+    return out
+
+
+def uncollected(root: Path, mutations: Sequence[Mutation]) -> list[str]:
+    """Named test ids pytest does not collect (e.g. a parametrisation that changed)."""
+    nodes = sorted({t for m in mutations for t in m.tests})
+    res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "-o", "addopts=", *nodes], cwd=root, capture_output=True, text=True, timeout=300)
+    if res.returncode == 0:
+        return []
+    lines = [line for line in (res.stdout + res.stderr).splitlines() if "not found" in line or "ERROR" in line]
+    return [f"pytest does not collect a named test: {line.strip()}" for line in lines] or [res.stdout[-2000:]]
+
+
+def _node_problems(root: Path, node: str) -> list[str]:
+    file, _, rest = node.partition("::")
+    path = root / file
+    if not path.exists():
+        return [f"test {node!r}: no such file"]
+    if rest:
+        func = rest.split("::")[-1].split("[")[0]
+        if not re.search(rf"^\s*def {re.escape(func)}\(", path.read_text(), re.MULTILINE):
+            return [f"test {node!r}: no function {func!r} in {file}"]
+    return []
+
+
+@dataclass(frozen=True)
+class Outcome:
+    mutation: Mutation
+    verdict: str  # caught (every named test failed) | survived | error
+    seconds: float
+    failed: tuple[str, ...]  # the tests that failed on the mutant
+    detail: str = ""
+
+
+def scratch_copy(root: Path, into: Path) -> Path:
+    dest = into / "tree"
+    shutil.copytree(root, dest, ignore=IGNORE, symlinks=True)
+    return dest
+
+
+def apply(tree: Path, m: Mutation) -> None:
+    path = tree / m.file
+    source = path.read_text()
+    for edit in m.edits:
+        assert source.count(edit.old) == 1, f"{m.name}: stale anchor (run --check)"
+        source = source.replace(edit.old, edit.new)
+    path.write_text(source)
+
+
+def env_for(tree: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+PREFLIGHT = """
+import importlib, pathlib, sys
+tree, module, snippet = pathlib.Path(sys.argv[1]).resolve(), sys.argv[2], sys.argv[3]
+mod = importlib.import_module(module)
+where = pathlib.Path(mod.__file__).resolve()
+assert where.is_relative_to(tree), f"{module} imported from {where}, not from the scratch tree {tree}"
+assert snippet in where.read_text(), f"{where} does not hold the mutant"
+print(where)
+"""
+
+
+def preflight(tree: Path, m: Mutation) -> str | None:
+    """None when ``m.file`` is importable from ``tree`` and holds the mutant, else why not."""
+    if not m.file.endswith(".py"):
+        return None
+    module = m.file.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    snippet = next((e.new for e in m.edits if e.new.strip()), "")
+    res = subprocess.run([sys.executable, "-c", PREFLIGHT, str(tree), module, snippet], cwd=tree,
+                         env=env_for(tree), capture_output=True, text=True, timeout=120)
+    return None if res.returncode == 0 else (res.stderr.strip().splitlines() or ["preflight failed"])[-1]
+
+
+def run_tests(tree: Path, tests: Iterable[str], *, junit: Path, timeout: float = TIMEOUT) -> tuple[int, str]:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
+           "-o", "addopts=", *tests]
+    try:
+        res = subprocess.run(cmd, cwd=tree, env=env_for(tree), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return -1, f"timed out after {timeout:.0f}s"
+    return res.returncode, (res.stdout + res.stderr)[-4000:]
+
+
+def failed_tests(junit: Path) -> tuple[str, ...]:
+    """Node ids (``tests/x/test_y.py::name[param]``) of the tests that failed or errored."""
+    if not junit.exists():
+        return ()
+    out = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            module = case.get("classname", "").replace(".", "/")
+            out.append(f"{module}.py::{case.get('name')}")
+    return tuple(out)
+
+
+def missed(named: Sequence[str], failed: Sequence[str]) -> list[str]:
+    """The named tests (or test files) under which nothing failed."""
+    def under(f: str, n: str) -> bool:
+        return f == n or f.startswith(n + ("[" if "::" in n else "::"))
+
+    return [n for n in named if not any(under(f, n) for f in failed)]
+
+
+def run_one(root: Path, m: Mutation) -> Outcome:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{m.name}-") as tmp:
+        tree = scratch_copy(root, Path(tmp))
+        apply(tree, m)
+        why_not = preflight(tree, m)
+        if why_not is not None:
+            return Outcome(m, "error", time.monotonic() - started, (), f"preflight: {why_not}")
+        code, output = run_tests(tree, m.tests, junit=Path(tmp) / "junit.xml")
+        failed = failed_tests(Path(tmp) / "junit.xml")
+    seconds = time.monotonic() - started
+    if code == 0:
+        return Outcome(m, "survived", seconds, ())
+    if code == -1:
+        return Outcome(m, "error", seconds, failed, f"the tests hung until the runner's timeout:\n{output}")
+    if code != 1:
+        return Outcome(m, "error", seconds, failed, f"pytest exit code {code}:\n{output}")
+    passed = missed(m.tests, failed)
+    if passed:  # every test the catalogue names must catch the mutant, or the catalogue says too much
+        return Outcome(m, "survived", seconds, failed, f"these named tests passed on the mutant: {passed}")
+    return Outcome(m, "caught", seconds, failed)
+
+
+def baseline(root: Path, mutations: Sequence[Mutation]) -> tuple[bool, str, float]:
+    """Run every test the catalogue names on the unmutated tree: they must pass there,
+    or a 'caught' would mean nothing."""
+    tests = sorted({t for m in mutations for t in m.tests})
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="mutant-baseline-") as tmp:
+        tree = scratch_copy(root, Path(tmp))
+        code, output = run_tests(tree, tests, junit=Path(tmp) / "junit.xml")
+    return code == 0, output, time.monotonic() - started
+
+
+def table(outcomes: Sequence[Outcome]) -> str:
+    rows = [("mutation", "invariant", "tests", "result", "seconds")]
+    for o in outcomes:
+        tests = ", ".join(_short(t) for t in o.mutation.tests)
+        rows.append((o.mutation.name, o.mutation.invariant, tests, o.verdict, f"{o.seconds:.1f}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _short(node: str) -> str:
+    file, _, rest = node.partition("::")
+    return f"{Path(file).stem}::{rest}" if rest else Path(file).stem
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.mutants.run", description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="validate the catalogue against the tree, run nothing")
+    parser.add_argument("--list", action="store_true", help="list the mutations")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME", help="run only these mutations")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run of the tests")
+    args = parser.parse_args(argv)
+
+    if args.list:
+        for m in MUTATIONS:
+            print(f"{m.name:34} {m.invariant:4} {m.file:32} {m.why}")
+        return 0
+    found = problems(ROOT, MUTATIONS)
+    if not found:
+        found = uncollected(ROOT, MUTATIONS)
+    if found:
+        print("The mutation catalogue is stale or incomplete:", file=sys.stderr)
+        for p in found:
+            print(f"  - {p}", file=sys.stderr)
+        return 2
+    ids = invariant_ids((ROOT / DESIGN).read_text())
+    print(f"catalogue: {len(MUTATIONS)} mutations cover all {len(ids)} invariants of {DESIGN}")
+    if args.check:
+        return 0
+    chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
+    unknown = set(args.only) - {m.name for m in MUTATIONS}
+    if unknown:
+        print(f"unknown mutation(s): {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    if not args.no_baseline:
+        ok, output, seconds = baseline(ROOT, chosen)
+        if not ok:
+            print(f"baseline: the catalogue's tests fail on the unmutated tree ({seconds:.0f}s):\n{output}",
+                  file=sys.stderr)
+            return 1
+        print(f"baseline: the catalogue's tests pass on the unmutated tree ({seconds:.0f}s)")
+    outcomes = []
+    for m in chosen:
+        o = run_one(ROOT, m)
+        outcomes.append(o)
+        print(f"  {m.name}: {o.verdict} ({o.seconds:.1f}s){' — ' + o.detail if o.detail else ''}", flush=True)
+    print()
+    print(table(outcomes))
+    bad = [o for o in outcomes if o.verdict != "caught"]
+    total = sum(o.seconds for o in outcomes)
+    print(f"\n{len(outcomes) - len(bad)}/{len(outcomes)} mutations caught in {total:.0f}s")
+    for o in bad:
+        print(f"NOT CAUGHT: {o.mutation.name} ({o.mutation.invariant}): {o.verdict} — {o.mutation.why}",
+              file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
