@@ -1,8 +1,10 @@
 """Engine, transactions and migrations.
 
-Repositories open every transaction through :meth:`Database.transaction`, which
-translates driver errors into :mod:`storage.errors`. Nothing outside ``storage``
-sees a SQLAlchemy session.
+Repositories open every transaction through :meth:`Database.transaction` (or, for a
+write that is one statement, :meth:`Database.statement`), which translate driver errors
+into :mod:`storage.errors`. Nothing outside ``storage`` sees a SQLAlchemy session.
+The SQL that differs between Postgres and SQLite is :attr:`Database.sql`
+(:mod:`storage.sql`).
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
 from storage.errors import translated
+from storage.sql import Statements, for_dialect
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -26,13 +29,29 @@ class Database:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
+        self.sql: Statements = for_dialect(self.dialect)
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+        # A unit that is one statement needs no BEGIN and no COMMIT: the statement is
+        # atomic on its own. Postgres runs it in autocommit (one round trip); SQLite's
+        # writes go through BEGIN IMMEDIATE like every other transaction.
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT") if self.sql.autocommit else None
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
         """One unit of work: commits on success, rolls back on error, errors translated."""
         with translated(), self._sessions() as session, session.begin():
             yield session
+
+    @contextmanager
+    def statement(self) -> Iterator[Connection]:
+        """A unit of work that is exactly one statement (atomic by itself): autocommit on
+        Postgres, a transaction on SQLite. Errors translated."""
+        if self._autocommit is None:
+            with translated(), self.engine.begin() as conn:
+                yield conn
+        else:
+            with translated(), self._autocommit.connect() as conn:
+                yield conn
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -1,0 +1,278 @@
+"""The hot path's shared SQL, and each operation as plain statements in one transaction.
+
+Every statement here is the same on Postgres and SQLite except the few building
+blocks a dialect overrides (:meth:`Statements.json_elements`, :meth:`Statements.insert`).
+:class:`~storage.sql.postgres.PostgresStatements` additionally folds whole operations
+into single statements with the same pieces.
+
+What the pieces guarantee:
+
+- the claim is ONE conditional UPDATE: the phase is pending (or running with an expired
+  lease), its plan is running and not cancelled, and every direct dependency is complete
+  (final, for a phase that tolerates missing inputs) — so a message that arrives before
+  its inputs, after a cancel, or for a final phase changes nothing;
+- the completing UPDATE is fenced by the attempt;
+- the usage INSERT is idempotent per (phase, attempt, seq);
+- no statement reads a plan's spec or every phase of a plan: inputs are read through the
+  phase's stored transitive ``inputs`` (one indexed SELECT joined to their contents).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    Row,
+    and_,
+    case,
+    false,
+    func,
+    insert,
+    or_,
+    select,
+    tuple_,
+    update,
+)
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
+from sqlalchemy.sql import ColumnElement, Select, Update
+
+from storage import payloads
+from storage.models import Base
+from storage.payloads import NewEvent
+from storage.records import EventRecord, PhaseRecord
+from storage.status import GIVEN_UP, PHASE_FINAL, PhaseStatus, PlanStatus
+
+Executor = Session | Connection
+
+PLANS = Base.metadata.tables["plans"]
+PHASES = Base.metadata.tables["phases"]
+CONTENTS = Base.metadata.tables["contents"]
+USAGE = Base.metadata.tables["usage"]
+EVENTS = Base.metadata.tables["events"]
+
+PHASE_FIELDS = tuple(f.name for f in fields(PhaseRecord))
+
+
+def phase_record(row: Any, prefix: str = "") -> PhaseRecord:
+    """A phase record from a result row's mapping (columns named by field, after ``prefix``)."""
+    return PhaseRecord(**{name: row[prefix + name] for name in PHASE_FIELDS})
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A claim as stored: the phase as it is now (running, its new attempt), the
+    ``phase_started`` event, and its transitive inputs in plan order with the full text
+    of each completed one (phase id -> text)."""
+
+    phase: PhaseRecord
+    event: EventRecord
+    inputs: list[PhaseRecord]
+    texts: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a completing write stores besides the status (see :meth:`Statements.complete`)."""
+
+    phase_id: str
+    attempt: int
+    content_id: str
+    text: str
+    summary: str
+    truncated: bool
+    fallback: bool
+    offloaded: bool
+
+
+@dataclass(frozen=True)
+class PlanLock:
+    """The plan row, locked by the write that finishes one of its phases."""
+
+    cancel_requested: bool
+    max_debates: int
+
+
+class Statements:
+    """The shared SQL. ``folds``: whole operations are single statements (data-modifying
+    CTEs); ``autocommit``: a one-statement unit needs no BEGIN/COMMIT."""
+
+    folds = False
+    autocommit = False
+
+    # ------------------------------------------------------------ dialect building blocks
+
+    def json_elements(self, column: ColumnElement[Any]) -> Any:
+        """The elements of a JSON array of strings, as a table-valued function with a
+        ``value`` column (correlated to ``column``'s row)."""
+        raise NotImplementedError
+
+    def insert(self, table: Any) -> Any:
+        """The dialect's INSERT, which has ``on_conflict_do_nothing``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ shared expressions
+
+    def ready(self, phase: Any = PHASES) -> ColumnElement[bool]:
+        """Every direct dependency of ``phase``'s row is complete — or final, for a phase
+        that tolerates missing inputs (a board's round summary). Unknown keys never count."""
+        dep = PHASES.alias("dep")
+        deps = self.json_elements(phase.c.depends_on)
+        tolerant = func.coalesce(phase.c.meta["tolerate_failed_deps"].as_boolean(), false())
+        usable = or_(dep.c.status == PhaseStatus.COMPLETED, and_(tolerant, dep.c.status.in_(GIVEN_UP)))
+        satisfied = (select(func.count()).select_from(dep)
+                     .where(dep.c.plan_id == phase.c.plan_id, dep.c.key.in_(select(deps.c.value)), usable)
+                     .scalar_subquery())
+        return satisfied == func.json_array_length(phase.c.depends_on)
+
+    def claim_update(self, phase_id: str, *, owner: str, now: datetime, lease: timedelta) -> Update:
+        """The conditional UPDATE that claims a phase (see the module docstring)."""
+        live_plan = (select(PLANS.c.id).where(PLANS.c.id == PHASES.c.plan_id, PLANS.c.status == PlanStatus.RUNNING,
+                                              PLANS.c.cancel_requested.is_(False)).exists())
+        takeable = or_(PHASES.c.status == PhaseStatus.PENDING,
+                       and_(PHASES.c.status == PhaseStatus.RUNNING, PHASES.c.lease_expires_at < now))
+        return (update(PHASES)
+                .where(PHASES.c.id == phase_id, takeable, live_plan, self.ready())
+                .values(status=PhaseStatus.RUNNING, attempt=PHASES.c.attempt + 1, lease_owner=owner,
+                        lease_expires_at=now + lease, started_at=now, enqueued_at=None))
+
+    def inputs_of(self, plan_id: Any, keys: Any) -> Select[Any]:
+        """The phases named by ``keys`` (a list, or a SELECT of keys) with the full text of
+        the completed ones, in plan order: one indexed SELECT on (plan_id, key)."""
+        return (select(*[PHASES.c[name] for name in PHASE_FIELDS], CONTENTS.c.text)
+                .select_from(PHASES.outerjoin(CONTENTS, CONTENTS.c.phase_id == PHASES.c.id))
+                .where(PHASES.c.plan_id == plan_id, PHASES.c.key.in_(keys))
+                .order_by(PHASES.c.position))
+
+    @staticmethod
+    def final_count() -> ColumnElement[int]:
+        return func.coalesce(func.sum(case((PHASES.c.status.in_(PHASE_FINAL), 1), else_=0)), 0)
+
+    def finish_update(self, phase_id: str, attempt: int, **values: Any) -> Update:
+        """The fenced UPDATE that ends a running attempt; clears the lease with it."""
+        return (update(PHASES)
+                .where(PHASES.c.id == phase_id, PHASES.c.attempt == attempt, PHASES.c.status == PhaseStatus.RUNNING)
+                .values(lease_owner=None, lease_expires_at=None, **values))
+
+    def completed_values(self, r: Result, now: datetime) -> dict[str, Any]:
+        return {"status": PhaseStatus.COMPLETED, "summary": r.summary, "truncated": r.truncated, "finished_at": now,
+                "error_code": None, "error_message": None}
+
+    # ------------------------------------------------------------ operations, as plain statements
+
+    def claim(self, conn: Executor, phase_id: str, *, owner: str, now: datetime, lease: timedelta) -> Claimed | None:
+        """Claim a phase, store ``phase_started`` and read its inputs, in the caller's
+        transaction. None when the claim was refused (nothing written)."""
+        row = conn.execute(self.claim_update(phase_id, owner=owner, now=now, lease=lease)
+                           .returning(*[PHASES.c[name] for name in PHASE_FIELDS])).first()
+        if row is None:
+            return None
+        phase = phase_record(row._mapping)
+        k, n = self.progress(conn, phase.plan_id)
+        event = self.append(conn, phase.plan_id, payloads.phase_started(phase, attempt=phase.attempt, worker=owner,
+                                                                        k=k, n=n), now)
+        inputs, texts = self.read_inputs(conn, phase.plan_id, phase.inputs)
+        return Claimed(phase, event, inputs, texts)
+
+    def read_inputs(self, conn: Executor, plan_id: str,
+                    keys: Sequence[str]) -> tuple[list[PhaseRecord], dict[str, str]]:
+        if not keys:
+            return [], {}
+        return split_inputs(conn.execute(self.inputs_of(plan_id, list(keys))).all())
+
+    def progress(self, conn: Executor, plan_id: str) -> tuple[int, int]:
+        """(k, n): phases of the plan final, and in all."""
+        k, n = conn.execute(select(self.final_count(), func.count()).where(PHASES.c.plan_id == plan_id)).one()
+        return int(k or 0), int(n or 0)
+
+    def append(self, conn: Executor, plan_id: str, event: NewEvent, now: datetime) -> EventRecord:
+        """Append one event (transactional outbox); returns it as stored."""
+        event_id = conn.execute(insert(EVENTS).values(plan_id=plan_id, phase_key=event.phase_key, type=event.type,
+                                                      data=event.data, created_at=now)
+                                .returning(EVENTS.c.id)).scalar_one()
+        return EventRecord(id=event_id, plan_id=plan_id, phase_key=event.phase_key, type=event.type,
+                           data=event.data, created_at=now)
+
+    def lock_plan(self, conn: Executor, plan_id: str, now: datetime) -> PlanLock | None:
+        """Lock the plan row — the first act of every write that finishes a phase, so those
+        writes serialise per plan (progress k/n is exact) and never deadlock — and read the
+        plan's mutable settings under the lock."""
+        row = conn.execute(update(PLANS).where(PLANS.c.id == plan_id).values(updated_at=now)
+                           .returning(PLANS.c.cancel_requested, PLANS.c.max_debates)).first()
+        return None if row is None else PlanLock(bool(row[0]), int(row[1]))
+
+    def store_result(self, conn: Executor, plan_id: str, r: Result, now: datetime) -> Row[Any] | None:
+        """Content, then the fenced status update. Returns the phase's (key, expert, kind,
+        round), or None when another attempt owns the phase (the caller rolls back: the
+        content row must not outlive it)."""
+        conn.execute(self.insert(CONTENTS).values(id=r.content_id, plan_id=plan_id, phase_id=r.phase_id,
+                                                  attempt=r.attempt, text=r.text, chars=len(r.text), created_at=now)
+                     .on_conflict_do_nothing(index_elements=[CONTENTS.c.phase_id]))
+        return conn.execute(self.finish_update(r.phase_id, r.attempt, **self.completed_values(r, now))
+                            .returning(PHASES.c.key, PHASES.c.expert, PHASES.c.kind, PHASES.c.round)).first()
+
+    def complete(self, conn: Executor, plan_id: str, r: Result,
+                 now: datetime) -> tuple[EventRecord, int, int] | None:
+        """The happy path of a completion after the plan lock: content → fenced status →
+        ``phase_completed`` with the progress counted after it. None when fenced."""
+        about = self.store_result(conn, plan_id, r, now)
+        if about is None:
+            return None
+        k, n = self.progress(conn, plan_id)
+        event = self.append(conn, plan_id, completed_event(about, r, k, n), now)
+        return event, k, n
+
+    def renew(self, conn: Executor, held: Sequence[tuple[str, int]], expires: datetime) -> dict[str, bool]:
+        """Renew every held lease in one statement and learn, in the same statement, which
+        plans were cancelled. ``{phase_id: keep_going}``."""
+        cancelled = select(PLANS.c.cancel_requested).where(PLANS.c.id == PHASES.c.plan_id).scalar_subquery()
+        rows = conn.execute(update(PHASES)
+                            .where(tuple_(PHASES.c.id, PHASES.c.attempt).in_(list(held)),
+                                   PHASES.c.status == PhaseStatus.RUNNING)
+                            .values(lease_expires_at=expires)
+                            .returning(PHASES.c.id, cancelled)).all()
+        renewed = {pid: not bool(c) for pid, c in rows}
+        return {pid: renewed.get(pid, False) for pid, _ in held}
+
+    def insert_usage(self, conn: Executor, values: Mapping[str, Any]) -> bool:
+        """One model call's usage; False when that (phase, attempt, seq) is already on record."""
+        res = conn.execute(self.insert(USAGE).values(**values)
+                           .on_conflict_do_nothing(index_elements=[USAGE.c.phase_id, USAGE.c.attempt, USAGE.c.seq]))
+        return bool(res.rowcount)  # type: ignore[attr-defined]
+
+    def release_waiting(self, conn: Executor, phase_id: str) -> bool:
+        """A message arrived before its phase was ready: clear its enqueue mark so the next
+        advance (or the reconciler) sends it again. True when the phase is waiting."""
+        res = conn.execute(update(PHASES).where(PHASES.c.id == phase_id, PHASES.c.status == PhaseStatus.PENDING,
+                                                ~self.ready())
+                           .values(enqueued_at=None))
+        return bool(res.rowcount)  # type: ignore[attr-defined]
+
+    def ready_since_cutoff(self, cutoff: datetime) -> ColumnElement[bool]:
+        """A pending phase whose direct dependencies all became final before ``cutoff``
+        (a phase without dependencies qualifies): it could have been claimed since."""
+        dep = PHASES.alias("dep")
+        deps = self.json_elements(PHASES.c.depends_on)
+        settled = (select(func.count()).select_from(dep)
+                   .where(dep.c.plan_id == PHASES.c.plan_id, dep.c.key.in_(select(deps.c.value)),
+                          dep.c.status.in_(PHASE_FINAL), dep.c.finished_at < cutoff)
+                   .scalar_subquery())
+        return settled == func.json_array_length(PHASES.c.depends_on)
+
+
+def split_inputs(rows: Sequence[Any]) -> tuple[list[PhaseRecord], dict[str, str]]:
+    inputs, texts = [], {}
+    for row in rows:
+        record = phase_record(row._mapping)
+        inputs.append(record)
+        if row.text is not None:
+            texts[record.id] = row.text
+    return inputs, texts
+
+
+def completed_event(about: Any, r: Result, k: Any, n: Any) -> NewEvent:
+    return payloads.phase_completed(about, attempt=r.attempt, chars=len(r.text), truncated=r.truncated,
+                                    fallback=r.fallback, offloaded=r.offloaded, summary=r.summary, k=k, n=n)
