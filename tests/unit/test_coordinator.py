@@ -21,13 +21,15 @@ SMALL_BOARD = example("board", rounds=1, experts=[{"name": "Dana", "role": "Chie
 def test_a_board_runs_from_its_recorded_canvases_to_a_stored_result(planes: Planes) -> None:
     res = planes.coordinator.submit(example("board"))
     plan_id = res.plan_id
-    assert res.created and res.enqueued == ["opening"]
+    keys = list(planes.statuses(plan_id))
+    assert res.created and res.enqueued == keys  # the whole board is static: one canvas
     assert set(planes.statuses(plan_id).values()) == {PhaseStatus.PENDING}
     [first] = planes.dispatcher.sent
-    assert [[r.key for r in lane] for lane in first.lanes] == [["opening"]]
+    turns = [tuple(f"r{r}.{s}" for s in ("dana", "ravi", "sofia", "tomas")) for r in (1, 2)]
+    assert first.shape() == ["opening", turns[0], "r1.summary", turns[1], "r2.summary", "final", "advance"]
     sub = planes.bus.subscribe(plan_id)
 
-    planes.run_all()
+    assert planes.run_all() == 1  # the advance at its end sends nothing: every phase ran from that canvas
 
     state = planes.state(plan_id)
     assert state.plan.status == PlanStatus.COMPLETED and len(state.phases) == 12
@@ -92,18 +94,17 @@ def test_a_broker_outage_at_submit_keeps_the_plan_and_releases_its_marks(planes:
     assert all(p.enqueued_at is None for p in planes.state(res.plan_id).phases)  # nothing looks sent
 
     planes.dispatcher.handler = None  # the broker is back: the next advance (reconciler) sends it
-    assert planes.coordinator.advance(res.plan_id) == ["opening"]
+    assert planes.coordinator.advance(res.plan_id) == ["opening", "r1.dana", "r1.ravi", "r1.summary", "final"]
     planes.run_all()
     assert planes.state(res.plan_id).plan.status == PlanStatus.COMPLETED
 
 
 def test_cancel_ends_queued_phases_and_a_running_one_at_its_completion(planes: Planes) -> None:
     plan_id = planes.coordinator.submit(example("board")).plan_id
-    [opening] = planes.dispatcher.take()
-    planes.run_canvas(opening)
-    [round1] = planes.dispatcher.take()
-    assert sorted(r.key for r in round1.runs) == ["r1.dana", "r1.ravi", "r1.sofia", "r1.tomas"]
-    dana = next(r for r in round1.runs if r.key == "r1.dana")
+    [board] = planes.dispatcher.take()
+    opening = board.runs[0]
+    assert planes.deliver(opening.phase_id, opening.key) == Outcome.COMPLETED
+    dana = next(r for r in board.runs if r.key == "r1.dana")
     work = planes.runner.claim(dana.phase_id, owner="unit:2:runner")
     assert work is not None
     sub = planes.bus.subscribe(plan_id)
@@ -114,8 +115,10 @@ def test_cancel_ends_queued_phases_and_a_running_one_at_its_completion(planes: P
                     "r2.summary", "final"}
     assert set(res.cancelled) == pending_then and res.status == PlanStatus.RUNNING  # Dana is still speaking
     assert planes.runner.execute(work, Lease(dana.phase_id, work.attempt)) == Outcome.CANCELLED
-    planes.run_canvas(round1)  # the queued deliveries find their phases final and do nothing
-    assert [planes.outcomes[k] for k in ("r1.ravi", "r1.sofia", "r1.tomas")] == [[None]] * 3
+    planes.run_canvas(board)  # the rest of the canvas: every delivery finds its phase final and does nothing
+    assert [planes.outcomes[k] for k in ("r1.ravi", "r1.sofia", "r1.tomas", "final")] == [[None]] * 4
+    assert planes.outcomes["opening"] == [Outcome.COMPLETED, None]
+    assert planes.dispatcher.take() == []  # nothing was re-sent
 
     state = planes.state(plan_id)
     assert state.plan.status == PlanStatus.CANCELLED and state.plan.error_code == "plan.cancelled"
@@ -135,13 +138,15 @@ def test_cancel_ends_queued_phases_and_a_running_one_at_its_completion(planes: P
 
 def test_resume_sends_exactly_what_is_pending_after_lost_messages(planes: Planes) -> None:
     plan_id = planes.coordinator.submit(SMALL_BOARD).plan_id
-    planes.run_canvas(planes.dispatcher.take()[0])
-    lost = planes.dispatcher.take()  # the round-1 chord never reached a worker
-    assert len(lost) == 1 and planes.coordinator.advance(plan_id) == []  # marked enqueued: not re-sent yet
+    [board] = planes.dispatcher.take()
+    opening = board.runs[0]
+    planes.deliver(opening.phase_id, opening.key)  # the rest of that canvas never reached a worker
+    # round 1 is marked enqueued and only just became ready: its message is due, not lost yet
+    assert planes.coordinator.advance(plan_id) == []
 
     res = planes.coordinator.resume(plan_id)
 
-    assert sorted(res.enqueued) == ["r1.dana", "r1.ravi"] and res.retried == []
+    assert res.enqueued == ["r1.dana", "r1.ravi", "r1.summary", "final"] and res.retried == []
     with pytest.raises(ResumeInProgress):
         planes.coordinator.resume(plan_id)  # one resume per plan at a time
     planes.run_all()
