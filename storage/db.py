@@ -9,6 +9,7 @@ The SQL that differs between Postgres and SQLite is :attr:`Database.sql`
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
@@ -74,11 +76,40 @@ def connect(url: str, *, pool_size: int = 10, echo: bool = False) -> Database:
             echo=echo,
             pool_size=pool_size,
             max_overflow=max(2, pool_size // 4),
-            pool_pre_ping=True,
             pool_recycle=1800,
             connect_args={"connect_timeout": 5},
         )
+        event.listen(engine.pool, "checkin", _checked_in)
+        event.listen(engine.pool, "checkout", _ping_if_idle(engine.dialect))
     return Database(engine)
+
+
+# A connection back in use within this many seconds is not pinged: the ping is a round trip
+# on every checkout, more than a third of a hot-path statement's cost. A connection that
+# died in between (a database restart) fails its statement instead; SQLAlchemy then
+# invalidates the pool and every write on the hot path is retried (``_durably``, a task
+# retry for the claim), so it costs a retry, never a result.
+PING_AFTER_IDLE = 5.0
+
+
+def _checked_in(_dbapi: Any, record: Any) -> None:
+    record.info["idle_since"] = time.monotonic()
+
+
+def _ping_if_idle(dialect: Any) -> Any:
+    """Pessimistic disconnect handling for connections that sat idle (SQLAlchemy's
+    ``pool_pre_ping``, limited to them): a dead one makes the pool connect anew."""
+
+    def checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if time.monotonic() - record.info.get("idle_since", 0.0) < PING_AFTER_IDLE:
+            return
+        record.info["pinged"] = True  # for storage.sqlcount
+        try:
+            dialect.do_ping(dbapi_connection)  # outside any transaction (autocommit on psycopg)
+        except Exception as exc:
+            raise DisconnectionError(str(exc)) from exc
+
+    return checkout
 
 
 def upgrade(url: str, revision: str = "head") -> None:

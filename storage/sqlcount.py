@@ -7,8 +7,9 @@ Attached to an engine with SQLAlchemy events, it counts what reaches the databas
   run in autocommit (Postgres, :meth:`storage.db.Database.statement`) commits itself and
   sends no COMMIT, so none is counted for it;
 - ``begins``: transactions begun on a driver that sends BEGIN as its own round trip
-  (psycopg); ``pings``: connection checkouts with ``pool_pre_ping`` (one ``SELECT 1``
-  each, sent by the pool, invisible to ``before_cursor_execute``).
+  (psycopg); ``pings``: the ``SELECT 1`` a pool sends to check a connection that sat
+  idle before handing it out (:data:`storage.db.PING_AFTER_IDLE`), invisible to
+  ``before_cursor_execute``.
 
 Each is attributed to the innermost ``storage`` repository function on the stack
 (``storage.phases.claim_phase``, ``storage.usage.record_usage``, …), so a benchmark or a
@@ -53,8 +54,7 @@ class StatementCounter:
         event.listen(engine, "commit", self._end)
         event.listen(engine, "rollback", self._end)
         event.listen(engine, "begin", self._begin)
-        if engine.pool._pre_ping:
-            event.listen(engine.pool, "checkout", self._checkout)
+        event.listen(engine.pool, "checkout", self._checkout)
         self._engines.append(engine)
         return self
 
@@ -107,7 +107,9 @@ class StatementCounter:
         with self._lock:
             self.begins[label] += 1
 
-    def _checkout(self, *_: Any) -> None:
+    def _checkout(self, _dbapi: Any, record: Any, _proxy: Any) -> None:
+        if not record.info.pop("pinged", False):
+            return
         label = caller()
         with self._lock:
             self.pings[label] += 1

@@ -23,20 +23,34 @@ class SpecCache:
         self._load = load
         self._size = size
         self._plans: OrderedDict[str, Plan] = OrderedDict()
+        self._loading: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
     def get(self, plan_id: str) -> Plan:
         with self._lock:
-            plan = self._plans.get(plan_id)
+            plan = self._hit(plan_id)
             if plan is not None:
-                self._plans.move_to_end(plan_id)
                 return plan
-        plan = self._load(plan_id)  # outside the lock: a miss must not stall other phases
+            loading = self._loading.setdefault(plan_id, threading.Lock())
+        # one load per plan, outside the cache's lock: the first wave of a plan's phases
+        # waits for it, other plans' phases do not
+        with loading:
+            with self._lock:
+                plan = self._hit(plan_id)
+            if plan is None:
+                plan = self._load(plan_id)
+                with self._lock:
+                    self._plans[plan_id] = plan
+                    while len(self._plans) > self._size:
+                        self._plans.popitem(last=False)
         with self._lock:
-            self._plans[plan_id] = plan
+            self._loading.pop(plan_id, None)
+        return plan
+
+    def _hit(self, plan_id: str) -> Plan | None:
+        plan = self._plans.get(plan_id)
+        if plan is not None:
             self._plans.move_to_end(plan_id)
-            while len(self._plans) > self._size:
-                self._plans.popitem(last=False)
         return plan
 
     def __contains__(self, plan_id: str) -> bool:

@@ -5,6 +5,10 @@ blocks a dialect overrides (:meth:`Statements.json_elements`, :meth:`Statements.
 :class:`~storage.sql.postgres.PostgresStatements` additionally folds whole operations
 into single statements with the same pieces.
 
+Statements are built once per :class:`Statements` (one per database) with bind
+parameters, and executed with values: building and cache-keying SQLAlchemy constructs
+costs more CPU than running them on a local Postgres.
+
 What the pieces guarantee:
 
 - the claim is ONE conditional UPDATE: the phase is pending (or running with an expired
@@ -22,11 +26,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
     Row,
     and_,
+    bindparam,
     case,
     false,
     func,
@@ -55,6 +62,7 @@ USAGE = Base.metadata.tables["usage"]
 EVENTS = Base.metadata.tables["events"]
 
 PHASE_FIELDS = tuple(f.name for f in fields(PhaseRecord))
+_ABOUT = (PHASES.c.key, PHASES.c.expert, PHASES.c.kind, PHASES.c.round)
 
 
 def phase_record(row: Any, prefix: str = "") -> PhaseRecord:
@@ -86,6 +94,14 @@ class Result:
     truncated: bool
     fallback: bool
     offloaded: bool
+
+    def values(self, plan_id: str, now: datetime) -> dict[str, Any]:
+        """The bind parameters of the completing statements. Prefixed: an execution
+        parameter named like a column of an UPDATE's table would become a SET value."""
+        return {"r_plan": plan_id, "r_phase": self.phase_id, "r_attempt": self.attempt,
+                "r_content": self.content_id, "r_text": self.text, "r_chars": len(self.text),
+                "r_summary": self.summary, "r_truncated": self.truncated, "r_fallback": self.fallback,
+                "r_offloaded": self.offloaded, "r_now": now}
 
 
 @dataclass(frozen=True)
@@ -128,16 +144,20 @@ class Statements:
                      .scalar_subquery())
         return satisfied == func.json_array_length(phase.c.depends_on)
 
-    def claim_update(self, phase_id: str, *, owner: str, now: datetime, lease: timedelta) -> Update:
-        """The conditional UPDATE that claims a phase (see the module docstring)."""
-        live_plan = (select(PLANS.c.id).where(PLANS.c.id == PHASES.c.plan_id, PLANS.c.status == PlanStatus.RUNNING,
-                                              PLANS.c.cancel_requested.is_(False)).exists())
-        takeable = or_(PHASES.c.status == PhaseStatus.PENDING,
-                       and_(PHASES.c.status == PhaseStatus.RUNNING, PHASES.c.lease_expires_at < now))
-        return (update(PHASES)
-                .where(PHASES.c.id == phase_id, takeable, live_plan, self.ready())
-                .values(status=PhaseStatus.RUNNING, attempt=PHASES.c.attempt + 1, lease_owner=owner,
-                        lease_expires_at=now + lease, started_at=now, enqueued_at=None))
+    def ready_since_cutoff(self, cutoff: datetime) -> ColumnElement[bool]:
+        """A pending phase whose direct dependencies all became final before ``cutoff``
+        (a phase without dependencies qualifies): it could have been claimed since."""
+        dep = PHASES.alias("dep")
+        deps = self.json_elements(PHASES.c.depends_on)
+        settled = (select(func.count()).select_from(dep)
+                   .where(dep.c.plan_id == PHASES.c.plan_id, dep.c.key.in_(select(deps.c.value)),
+                          dep.c.status.in_(PHASE_FINAL), dep.c.finished_at < cutoff)
+                   .scalar_subquery())
+        return settled == func.json_array_length(PHASES.c.depends_on)
+
+    @staticmethod
+    def final_count() -> ColumnElement[int]:
+        return func.coalesce(func.sum(case((PHASES.c.status.in_(PHASE_FINAL), 1), else_=0)), 0)
 
     def inputs_of(self, plan_id: Any, keys: Any) -> Select[Any]:
         """The phases named by ``keys`` (a list, or a SELECT of keys) with the full text of
@@ -147,27 +167,102 @@ class Statements:
                 .where(PHASES.c.plan_id == plan_id, PHASES.c.key.in_(keys))
                 .order_by(PHASES.c.position))
 
-    @staticmethod
-    def final_count() -> ColumnElement[int]:
-        return func.coalesce(func.sum(case((PHASES.c.status.in_(PHASE_FINAL), 1), else_=0)), 0)
-
-    def finish_update(self, phase_id: str, attempt: int, **values: Any) -> Update:
+    def finish_update(self, phase_id: Any, attempt: Any, **values: Any) -> Update:
         """The fenced UPDATE that ends a running attempt; clears the lease with it."""
         return (update(PHASES)
                 .where(PHASES.c.id == phase_id, PHASES.c.attempt == attempt, PHASES.c.status == PhaseStatus.RUNNING)
                 .values(lease_owner=None, lease_expires_at=None, **values))
 
-    def completed_values(self, r: Result, now: datetime) -> dict[str, Any]:
-        return {"status": PhaseStatus.COMPLETED, "summary": r.summary, "truncated": r.truncated, "finished_at": now,
+    # ------------------------------------------------------------ statements, built once
+
+    @cached_property
+    def claim_update(self) -> Update:
+        """The conditional UPDATE that claims a phase (see the module docstring).
+        Parameters: ``phase_id``, ``owner``, ``now``, ``expires``."""
+        live_plan = (select(PLANS.c.id).where(PLANS.c.id == PHASES.c.plan_id, PLANS.c.status == PlanStatus.RUNNING,
+                                              PLANS.c.cancel_requested.is_(False)).exists())
+        now = bindparam("now", type_=PHASES.c.started_at.type)
+        takeable = or_(PHASES.c.status == PhaseStatus.PENDING,
+                       and_(PHASES.c.status == PhaseStatus.RUNNING, PHASES.c.lease_expires_at < now))
+        return (update(PHASES)
+                .where(PHASES.c.id == bindparam("phase_id"), takeable, live_plan, self.ready())
+                .values(status=PhaseStatus.RUNNING, attempt=PHASES.c.attempt + 1, lease_owner=bindparam("owner"),
+                        lease_expires_at=bindparam("expires", type_=PHASES.c.started_at.type), started_at=now,
+                        enqueued_at=None))
+
+    @cached_property
+    def _claim_returning(self) -> Update:
+        return self.claim_update.returning(*[PHASES.c[name] for name in PHASE_FIELDS])
+
+    @cached_property
+    def _progress(self) -> Any:
+        return select(self.final_count(), func.count()).where(PHASES.c.plan_id == bindparam("plan_id"))
+
+    @cached_property
+    def _event_insert(self) -> Any:
+        return (insert(EVENTS).values(plan_id=bindparam("plan_id"), phase_key=bindparam("phase_key"),
+                                      type=bindparam("type"), data=bindparam("data", type_=JSON),
+                                      created_at=bindparam("now", type_=EVENTS.c.created_at.type))
+                .returning(EVENTS.c.id))
+
+    @cached_property
+    def _inputs(self) -> Select[Any]:
+        return self.inputs_of(bindparam("plan_id"), bindparam("keys", expanding=True))
+
+    @cached_property
+    def _lock(self) -> Update:
+        return (update(PLANS).where(PLANS.c.id == bindparam("plan_id"))
+                .values(updated_at=bindparam("now", type_=PLANS.c.updated_at.type))
+                .returning(PLANS.c.cancel_requested, PLANS.c.max_debates))
+
+    @cached_property
+    def _content_insert(self) -> Any:
+        return (self.insert(CONTENTS)
+                .values(id=bindparam("r_content"), plan_id=bindparam("r_plan"), phase_id=bindparam("r_phase"),
+                        attempt=bindparam("r_attempt"), text=bindparam("r_text"), chars=bindparam("r_chars"),
+                        created_at=bindparam("r_now", type_=CONTENTS.c.created_at.type))
+                .on_conflict_do_nothing(index_elements=[CONTENTS.c.phase_id]))
+
+    def completed_values(self) -> dict[str, Any]:
+        """The status columns of a completion, as bind parameters."""
+        return {"status": PhaseStatus.COMPLETED, "summary": bindparam("r_summary", type_=PHASES.c.summary.type),
+                "truncated": bindparam("r_truncated", type_=PHASES.c.truncated.type),
+                "finished_at": bindparam("r_now", type_=PHASES.c.finished_at.type),
                 "error_code": None, "error_message": None}
+
+    @cached_property
+    def _store(self) -> Update:
+        return (self.finish_update(bindparam("r_phase"), bindparam("r_attempt"), **self.completed_values())
+                .returning(*_ABOUT))
+
+    @cached_property
+    def _usage_insert(self) -> Any:
+        return (self.insert(USAGE).values({c: bindparam(c) for c in (
+            "plan_id", "phase_id", "attempt", "seq", "purpose", "model", "input_tokens", "output_tokens", "source",
+            "method")}).on_conflict_do_nothing(index_elements=[USAGE.c.phase_id, USAGE.c.attempt, USAGE.c.seq]))
+
+    @cached_property
+    def _renew(self) -> Update:
+        cancelled = select(PLANS.c.cancel_requested).where(PLANS.c.id == PHASES.c.plan_id).scalar_subquery()
+        return (update(PHASES)
+                .where(tuple_(PHASES.c.id, PHASES.c.attempt).in_(bindparam("held", expanding=True)),
+                       PHASES.c.status == PhaseStatus.RUNNING)
+                .values(lease_expires_at=bindparam("expires", type_=PHASES.c.lease_expires_at.type))
+                .returning(PHASES.c.id, cancelled))
+
+    @cached_property
+    def _release(self) -> Update:
+        return (update(PHASES).where(PHASES.c.id == bindparam("phase_id"), PHASES.c.status == PhaseStatus.PENDING,
+                                     ~self.ready())
+                .values(enqueued_at=None))
 
     # ------------------------------------------------------------ operations, as plain statements
 
     def claim(self, conn: Executor, phase_id: str, *, owner: str, now: datetime, lease: timedelta) -> Claimed | None:
         """Claim a phase, store ``phase_started`` and read its inputs, in the caller's
         transaction. None when the claim was refused (nothing written)."""
-        row = conn.execute(self.claim_update(phase_id, owner=owner, now=now, lease=lease)
-                           .returning(*[PHASES.c[name] for name in PHASE_FIELDS])).first()
+        row = conn.execute(self._claim_returning, {"phase_id": phase_id, "owner": owner, "now": now,
+                                                   "expires": now + lease}).first()
         if row is None:
             return None
         phase = phase_record(row._mapping)
@@ -181,18 +276,18 @@ class Statements:
                     keys: Sequence[str]) -> tuple[list[PhaseRecord], dict[str, str]]:
         if not keys:
             return [], {}
-        return split_inputs(conn.execute(self.inputs_of(plan_id, list(keys))).all())
+        return split_inputs(conn.execute(self._inputs, {"plan_id": plan_id, "keys": list(keys)}).all())
 
     def progress(self, conn: Executor, plan_id: str) -> tuple[int, int]:
         """(k, n): phases of the plan final, and in all."""
-        k, n = conn.execute(select(self.final_count(), func.count()).where(PHASES.c.plan_id == plan_id)).one()
+        k, n = conn.execute(self._progress, {"plan_id": plan_id}).one()
         return int(k or 0), int(n or 0)
 
     def append(self, conn: Executor, plan_id: str, event: NewEvent, now: datetime) -> EventRecord:
         """Append one event (transactional outbox); returns it as stored."""
-        event_id = conn.execute(insert(EVENTS).values(plan_id=plan_id, phase_key=event.phase_key, type=event.type,
-                                                      data=event.data, created_at=now)
-                                .returning(EVENTS.c.id)).scalar_one()
+        event_id = conn.execute(self._event_insert, {"plan_id": plan_id, "phase_key": event.phase_key,
+                                                     "type": event.type, "data": event.data,
+                                                     "now": now}).scalar_one()
         return EventRecord(id=event_id, plan_id=plan_id, phase_key=event.phase_key, type=event.type,
                            data=event.data, created_at=now)
 
@@ -200,19 +295,16 @@ class Statements:
         """Lock the plan row — the first act of every write that finishes a phase, so those
         writes serialise per plan (progress k/n is exact) and never deadlock — and read the
         plan's mutable settings under the lock."""
-        row = conn.execute(update(PLANS).where(PLANS.c.id == plan_id).values(updated_at=now)
-                           .returning(PLANS.c.cancel_requested, PLANS.c.max_debates)).first()
+        row = conn.execute(self._lock, {"plan_id": plan_id, "now": now}).first()
         return None if row is None else PlanLock(bool(row[0]), int(row[1]))
 
     def store_result(self, conn: Executor, plan_id: str, r: Result, now: datetime) -> Row[Any] | None:
         """Content, then the fenced status update. Returns the phase's (key, expert, kind,
         round), or None when another attempt owns the phase (the caller rolls back: the
         content row must not outlive it)."""
-        conn.execute(self.insert(CONTENTS).values(id=r.content_id, plan_id=plan_id, phase_id=r.phase_id,
-                                                  attempt=r.attempt, text=r.text, chars=len(r.text), created_at=now)
-                     .on_conflict_do_nothing(index_elements=[CONTENTS.c.phase_id]))
-        return conn.execute(self.finish_update(r.phase_id, r.attempt, **self.completed_values(r, now))
-                            .returning(PHASES.c.key, PHASES.c.expert, PHASES.c.kind, PHASES.c.round)).first()
+        values = r.values(plan_id, now)
+        conn.execute(self._content_insert, values)
+        return conn.execute(self._store, values).first()
 
     def complete(self, conn: Executor, plan_id: str, r: Result,
                  now: datetime) -> tuple[EventRecord, int, int] | None:
@@ -228,39 +320,20 @@ class Statements:
     def renew(self, conn: Executor, held: Sequence[tuple[str, int]], expires: datetime) -> dict[str, bool]:
         """Renew every held lease in one statement and learn, in the same statement, which
         plans were cancelled. ``{phase_id: keep_going}``."""
-        cancelled = select(PLANS.c.cancel_requested).where(PLANS.c.id == PHASES.c.plan_id).scalar_subquery()
-        rows = conn.execute(update(PHASES)
-                            .where(tuple_(PHASES.c.id, PHASES.c.attempt).in_(list(held)),
-                                   PHASES.c.status == PhaseStatus.RUNNING)
-                            .values(lease_expires_at=expires)
-                            .returning(PHASES.c.id, cancelled)).all()
+        rows = conn.execute(self._renew, {"held": [tuple(h) for h in held], "expires": expires}).all()
         renewed = {pid: not bool(c) for pid, c in rows}
         return {pid: renewed.get(pid, False) for pid, _ in held}
 
     def insert_usage(self, conn: Executor, values: Mapping[str, Any]) -> bool:
         """One model call's usage; False when that (phase, attempt, seq) is already on record."""
-        res = conn.execute(self.insert(USAGE).values(**values)
-                           .on_conflict_do_nothing(index_elements=[USAGE.c.phase_id, USAGE.c.attempt, USAGE.c.seq]))
+        res = conn.execute(self._usage_insert, dict(values))
         return bool(res.rowcount)  # type: ignore[attr-defined]
 
     def release_waiting(self, conn: Executor, phase_id: str) -> bool:
         """A message arrived before its phase was ready: clear its enqueue mark so the next
         advance (or the reconciler) sends it again. True when the phase is waiting."""
-        res = conn.execute(update(PHASES).where(PHASES.c.id == phase_id, PHASES.c.status == PhaseStatus.PENDING,
-                                                ~self.ready())
-                           .values(enqueued_at=None))
+        res = conn.execute(self._release, {"phase_id": phase_id})
         return bool(res.rowcount)  # type: ignore[attr-defined]
-
-    def ready_since_cutoff(self, cutoff: datetime) -> ColumnElement[bool]:
-        """A pending phase whose direct dependencies all became final before ``cutoff``
-        (a phase without dependencies qualifies): it could have been claimed since."""
-        dep = PHASES.alias("dep")
-        deps = self.json_elements(PHASES.c.depends_on)
-        settled = (select(func.count()).select_from(dep)
-                   .where(dep.c.plan_id == PHASES.c.plan_id, dep.c.key.in_(select(deps.c.value)),
-                          dep.c.status.in_(PHASE_FINAL), dep.c.finished_at < cutoff)
-                   .scalar_subquery())
-        return settled == func.json_array_length(PHASES.c.depends_on)
 
 
 def split_inputs(rows: Sequence[Any]) -> tuple[list[PhaseRecord], dict[str, str]]:
@@ -273,6 +346,6 @@ def split_inputs(rows: Sequence[Any]) -> tuple[list[PhaseRecord], dict[str, str]
     return inputs, texts
 
 
-def completed_event(about: Any, r: Result, k: Any, n: Any) -> NewEvent:
+def completed_event(about: Any, r: Result, k: int, n: int) -> NewEvent:
     return payloads.phase_completed(about, attempt=r.attempt, chars=len(r.text), truncated=r.truncated,
                                     fallback=r.fallback, offloaded=r.offloaded, summary=r.summary, k=k, n=n)
