@@ -4,10 +4,15 @@ what the bus carries — the stored events themselves, once each."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from sqlalchemy import select
 
 from orchestrator.canvas import Canvas
 from orchestrator.errors import ResumeInProgress
+from storage import plans
+from storage.models import Phase, utcnow
 from storage.status import Outcome, PhaseStatus, PlanStatus
 from tasks.lease import Lease
 from tests.unit.planes import Planes, published
@@ -170,3 +175,40 @@ def test_resume_hands_a_dead_workers_phase_to_a_new_attempt(planes: Planes) -> N
     assert state.plan.status == PlanStatus.COMPLETED and state.by_key()["opening"].attempt == 2
     started = [e.data for e in planes.events(plan_id) if e.type == "phase_started" and e.phase_key == "opening"]
     assert [(d["attempt"], d["worker"]) for d in started] == [(1, "unit:dead:worker"), (2, "unit:1:runner")]
+
+
+def test_the_reconciler_resends_a_phase_only_once_it_has_been_ready_and_unclaimed_for_requeue_after(
+        planes: Planes) -> None:
+    plan_id = planes.coordinator.submit(SMALL_BOARD).plan_id
+    [board] = planes.dispatcher.take()  # marks every phase of the board; let its messages be lost
+    opening = board.runs[0]
+    requeue = timedelta(seconds=planes.settings.requeue_after)
+
+    def stalled() -> list[str]:
+        return plans.stalled_plan_ids(planes.db, now=utcnow(), requeue_after=requeue)
+
+    def age(keys: list[str], **columns: timedelta) -> None:
+        """Time passes for these phases: each column moves that far into the past."""
+        with planes.db.transaction() as s:
+            for key in keys:
+                row = s.scalars(select(Phase).where(Phase.plan_id == plan_id, Phase.key == key)).one()
+                for column, by in columns.items():
+                    setattr(row, column, getattr(row, column) - by)
+
+    assert stalled() == []  # just sent
+    age(["opening"], enqueued_at=2 * requeue)
+    assert stalled() == [plan_id]  # ready (no inputs) and unclaimed for longer than requeue_after
+    planes.deliver(opening.phase_id, opening.key)  # the opening finally runs (from a resend, say)
+
+    keys = ["r1.dana", "r1.ravi", "r1.summary", "final"]
+    age(keys, enqueued_at=2 * requeue)  # the board's canvas marked them long ago ...
+    assert stalled() == []  # ... but round 1 only just became ready: its messages are due, not lost
+    assert planes.coordinator.reconcile() == []  # and nothing is resent
+    age(["opening"], finished_at=2 * requeue)
+    assert stalled() == [plan_id]  # round 1 has been ready for longer than requeue_after
+    assert planes.coordinator.reconcile() == [plan_id]
+    [resent] = planes.dispatcher.take()
+    assert resent.shape() == [("r1.dana", "r1.ravi"), "r1.summary", "final", "advance"]  # with what it triggers
+    planes.run_canvas(resent)
+    assert planes.dispatcher.take() == []
+    assert planes.state(plan_id).plan.status == PlanStatus.COMPLETED
