@@ -39,8 +39,12 @@ services:
 chaos: install services
 	$(BIN)/python bench/chaos.py
 
+## The hot path against issue 9's goals (SQL per phase, overhead vs a bare canvas), then the pool comparison.
+## BENCH_REDIS: a Redis database the benchmarks may flush.
+BENCH_REDIS ?= redis://127.0.0.1:6379/13
 bench: install services
-	$(BIN)/python bench/throughput.py
+	$(BIN)/python bench/hotpath.py --redis $(BENCH_REDIS)
+	$(BIN)/python bench/throughput.py --redis $(BENCH_REDIS)
 
 clean:
 	rm -rf $(VENV) .conclave .pytest_cache .mypy_cache .ruff_cache

@@ -161,10 +161,11 @@ FIGURES = """
 WITH per_phase AS (
   SELECT ph.id, ph.status, ph.attempt,
          (SELECT count(*) FROM contents c WHERE c.phase_id = ph.id) AS contents,
-         (SELECT count(*) FROM usage u WHERE u.phase_id = ph.id AND u.counted) AS counted,
-         (SELECT count(*) FROM usage u WHERE u.phase_id = ph.id AND u.counted
-                                          AND u.attempt <> ph.attempt) AS counted_stale,
-         (SELECT count(*) FROM usage u WHERE u.phase_id = ph.id AND NOT u.counted) AS waste
+         -- a usage row is its phase's cost iff its attempt completed the phase (derived, not stored)
+         (SELECT count(*) FROM usage u WHERE u.phase_id = ph.id AND ph.status = 'completed'
+                                          AND u.attempt = ph.attempt) AS counted,
+         (SELECT count(*) FROM usage u WHERE u.phase_id = ph.id AND NOT (ph.status = 'completed'
+                                          AND u.attempt = ph.attempt)) AS waste
   FROM phases ph
 )
 SELECT
@@ -175,8 +176,7 @@ SELECT
   coalesce(sum(greatest(contents - 1, 0)), 0) AS duplicate_results,
   count(*) FILTER (WHERE status = 'completed' AND contents = 0) AS lost_results,
   count(*) FILTER (WHERE status <> 'completed' AND contents > 0) AS stray_results,
-  count(*) FILTER (WHERE (status = 'completed' AND counted <> 1) OR (status <> 'completed' AND counted > 0)
-                   OR counted_stale > 0) AS usage_mismatches
+  count(*) FILTER (WHERE status = 'completed' AND counted <> 1) AS usage_mismatches
 FROM per_phase
 """
 

@@ -6,7 +6,7 @@
    model at zero latency, fenced completion, advance) versus a bare Celery chain hop
    on the same Redis — what durability costs per step.
 
-Usage: python bench/throughput.py [--boards 6] [--latency 0.02]
+Usage: python bench/throughput.py [--boards 6] [--latency 0.02] [--redis redis://127.0.0.1:6379/13]
 Needs Postgres and Redis on 127.0.0.1 (make services). Creates and drops its own database.
 """
 
@@ -102,6 +102,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--boards", type=int, default=6)
     parser.add_argument("--latency", type=float, default=0.02, help="offline seconds between chunks")
+    parser.add_argument("--redis", default=REDIS, help="a Redis database this run may flush")
     args = parser.parse_args()
 
     import redis
@@ -117,12 +118,12 @@ def main() -> None:
         c.execute(text(f'CREATE DATABASE "{name}"'))
     url = f"{PG}/{name}"
     upgrade(url)
-    redis.Redis.from_url(REDIS).flushdb()
+    redis.Redis.from_url(args.redis).flushdb()
     log = Path("/tmp") / f"{name}.log"
     results: dict[str, float] = {}
     try:
         for pool, conc in (("threads", 32), ("prefork", 2)):
-            settings = Settings(database_url=url, broker_url=REDIS, pool=pool, concurrency=conc,  # type: ignore[arg-type]
+            settings = Settings(database_url=url, broker_url=args.redis, pool=pool, concurrency=conc,  # type: ignore[arg-type]
                                 allow_plan_models=True, submit_rate=0)
             worker = start_worker(settings, pool, conc, log)
             client = Conclave(settings, worker=False)
@@ -134,7 +135,7 @@ def main() -> None:
                 client.close()
                 stop(worker)
 
-        settings = Settings(database_url=url, broker_url=REDIS, pool="threads", concurrency=32,  # type: ignore[arg-type]
+        settings = Settings(database_url=url, broker_url=args.redis, pool="threads", concurrency=32,  # type: ignore[arg-type]
                             allow_plan_models=True, submit_rate=0)
         worker = start_worker(settings, "threads", 32, log)
         client = Conclave(settings, worker=False)

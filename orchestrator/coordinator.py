@@ -18,7 +18,7 @@ from typing import Any
 from orchestrator import dag
 from orchestrator.briefing.ingest import ingest
 from orchestrator.bus import Bus, publish_events
-from orchestrator.canvas import compile_canvas
+from orchestrator.canvas import compile_canvas, orphans
 from orchestrator.dispatch import Dispatcher
 from orchestrator.errors import ServiceUnavailable, translate_storage
 from orchestrator.expand import expand
@@ -77,7 +77,7 @@ class Coordinator:
         self.models.check_plan(plan)
         created = plans.create_plan(
             self.db, title=plan.title, kind=plan.kind, spec=dump_plan(plan), phases=expand(plan),
-            task_id=plan.task_id, max_active=self.settings.max_active_plans,
+            task_id=plan.task_id, max_active=self.settings.max_active_plans, max_debates=plan.max_debates,
             tenant=principal.tenant if principal else DEFAULT_TENANT, principal=principal,
             submit_rate=self.settings.submit_rate, briefing=ingest(plan.briefing, self.settings))
         plan_id = created.plan_id
@@ -94,56 +94,48 @@ class Coordinator:
 
     @translate_storage
     def advance(self, plan_id: str, *, force: bool = False) -> list[str]:
-        """Re-derive the plan's next steps from stored status and enqueue them.
+        """Re-derive the plan's next steps from stored status and send them as one canvas:
+        what is ready now and everything statically downstream of it (:mod:`orchestrator.canvas`).
 
-        Idempotent and safe to run concurrently: a phase is sent only by the call
-        that marks it enqueued. ``force`` re-sends pending phases however recently
-        they were sent (resume). Returns the keys enqueued.
+        Reads the plan once. Idempotent and safe to run concurrently: a head is sent only
+        by the call that marks it enqueued. ``force`` re-sends pending phases however
+        recently they were sent (resume). Returns the keys the canvas carries.
         """
         with bind(plan_id=plan_id):
             state = plans.load_state(self.db, plan_id)
             if state.plan.final:
                 return []
-            state = self._skip_blocked(state)
+            skipped, current = dag.skips(state.phases)
+            if skipped:
+                publish_events(self.bus, plan_id, phases.skip_phases(self.db, plan_id, skipped))
+                state = PlanState(state.plan, current)
             if self._finish_if_done(state):
                 return []
             now = utcnow()
-            heads = dag.ready(state.phases) + [
-                p for p in state.phases
-                if p.status == PhaseStatus.RUNNING and p.lease_expires_at is not None and p.lease_expires_at < now]
+            cutoff = now - timedelta(seconds=self.settings.requeue_after)
+            heads = dag.sendable(state.phases, now=now, cutoff=cutoff, force=force)
             if not heads:
                 return []
-            stale_before = None if force else now - timedelta(seconds=self.settings.requeue_after)
-            marked = set(phases.mark_enqueued(self.db, [p.id for p in heads], stale_before=stale_before))
+            marked = set(phases.mark_enqueued(self.db, [p.id for p in heads], stale_before=None if force else cutoff))
             heads = [p for p in heads if p.id in marked]
             if not heads:
                 return []
-            canvas = compile_canvas(plan_id, state.phases, heads)
-            successors = [r.phase_id for r in canvas.runs if r.phase_id not in marked]
-            phases.mark_enqueued(self.db, successors, stale_before=None)
+            # a head sent before (or running) is being re-sent: its earlier canvas is broken,
+            # so what that canvas would have triggered downstream is sent again too
+            resent = [p.key for p in heads if force or p.enqueued_at is not None or p.status == PhaseStatus.RUNNING]
+            canvas = compile_canvas(plan_id, state.phases, heads, resent=resent)
+            phases.mark_enqueued(self.db, [r.phase_id for r in canvas.runs if r.phase_id not in marked],
+                                 stale_before=None)
+            phases.release_enqueued(self.db, [p.id for p in orphans(state.phases, resent,
+                                                                     [r.key for r in canvas.runs])])
             try:
                 self.dispatcher.send(canvas)
             except Exception as exc:
-                for p in heads:
-                    phases.release_enqueued(self.db, p.id)
+                phases.release_enqueued(self.db, [r.phase_id for r in canvas.runs])
                 raise ServiceUnavailable(f"broker unavailable: {exc}") from exc
             keys = [r.key for r in canvas.runs]
             log.info("enqueued %s", ", ".join(keys), extra={"action": "plan.enqueued"})
             return keys
-
-    def _skip_blocked(self, state: PlanState) -> PlanState:
-        exhausted = any(p.error_code == "llm.budget_exhausted" for p in state.phases)
-        while True:
-            if exhausted:
-                keys = [p.key for p in state.phases if p.status == PhaseStatus.PENDING]
-                reason = "the plan's token budget is exhausted"
-            else:
-                keys = dag.to_skip(state.phases)
-                reason = "a phase it depends on did not complete"
-            if not keys:
-                return state
-            publish_events(self.bus, state.plan.id, phases.skip_phases(self.db, state.plan.id, keys, reason))
-            state = plans.load_state(self.db, state.plan.id)
 
     def _finish_if_done(self, state: PlanState) -> bool:
         result = dag.outcome(state.plan, state.phases)

@@ -20,7 +20,6 @@ from orchestrator.schema import TeamPlan, slugify
 from storage import payloads
 from storage.phases import Insertion
 from storage.records import NewPhase, PhaseRecord
-from storage.status import PhaseStatus
 
 
 class Verdict(BaseModel):
@@ -46,24 +45,26 @@ def parse_verdict(text: str) -> Verdict:
 
 
 def debate_insertion(plan: TeamPlan, check: PhaseRecord, verdict: Verdict,
-                     phases: Sequence[PhaseRecord]) -> Insertion | None:
+                     inputs: Sequence[PhaseRecord]) -> Insertion | None:
     """Debate phases for a diverged verdict: one per participant, each answering the
-    others. Phases that waited for the check now wait for the debate too."""
-    examined = {p.key: p for p in phases if p.key in check.meta.get("examines", [])}
+    others. ``inputs`` are the check's inputs (the phases it examined among them).
+    Phases that waited for the check now wait for the debate too (the repository
+    rewires them under the plan's lock, and places the debates after every stored phase)."""
+    examined = {p.key: p for p in inputs if p.key in check.meta.get("examines", [])}
     experts_here = {p.expert for p in examined.values() if p.expert}
     participants = [n for n in dict.fromkeys(verdict.participants) if n in experts_here]
     if not verdict.diverged or len(participants) < 2:
         return None
     group = f"debate-{check.key}"
-    start = max(p.position for p in phases) + 1
+    upstream = [check.key, *check.inputs]
     new = [
-        NewPhase(key=f"{group}.{slugify(name)}", kind="debate", position=start + i,
+        NewPhase(key=f"{group}.{slugify(name)}", kind="debate", position=i,
                  depends_on=[check.key, *examined], expert=name, group_key=group,
                  meta={"topic": verdict.topic or plan.question, "participants": participants,
-                       "opponents": [n for n in participants if n != name]})
+                       "opponents": [n for n in participants if n != name]},
+                 inputs=upstream)
         for i, name in enumerate(participants)
     ]
-    waiting = [p.key for p in phases if check.key in p.depends_on and p.status == PhaseStatus.PENDING]
-    return Insertion(phases=new, extra_deps={k: [n.key for n in new] for k in waiting},
+    return Insertion(phases=new, rewire=check.key,
                      event=payloads.debate_inserted(check=check.key, topic=verdict.topic,
                                                     participants=participants, phases=[n.key for n in new]))

@@ -4,18 +4,25 @@ Board: ``opening`` → per round ``rN.<expert>`` turns in parallel → ``rN.summ
 → ``final``. Team: the declared phases; a divergence ``check-N`` after every set
 of two or more parallel expert phases (same dependencies); ``synthesis`` last.
 Debates are not expanded here: a check inserts them while the plan runs.
+
+Every phase is stored with its transitive ``inputs`` (the keys of everything it depends
+on, directly or not), so a claim reads its inputs without loading the plan.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 
+from orchestrator.dag import closure
 from orchestrator.schema import BoardPlan, TeamPlan
 from storage.records import NewPhase
 
 
 def expand(plan: BoardPlan | TeamPlan) -> list[NewPhase]:
-    return expand_board(plan) if isinstance(plan, BoardPlan) else expand_team(plan)
+    phases = expand_board(plan) if isinstance(plan, BoardPlan) else expand_team(plan)
+    inputs = closure({p.key: p.depends_on for p in phases})
+    return [dataclasses.replace(p, inputs=inputs[p.key]) for p in phases]
 
 
 def expand_board(plan: BoardPlan) -> list[NewPhase]:

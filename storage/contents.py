@@ -1,27 +1,17 @@
 """The content store: the full text of every completed phase.
 
-Everything that consumes a result (a later expert's context, a debate, the
-synthesis, the API) reads it here, through :func:`read_texts` — never from a
-phase's short summary.
+Everything that consumes a result reads the content row, never a phase's short
+summary: a later expert's context, a debate and the synthesis get their inputs' full
+texts in the claim (the inputs SELECT joins ``contents``, :mod:`storage.sql.base`);
+the API and the client read them here.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 from sqlalchemy import select
 
 from storage.db import Database
 from storage.models import Content, Phase
-
-
-def read_texts(db: Database, phase_ids: Sequence[str]) -> dict[str, str]:
-    """Full text of each completed phase in ``phase_ids`` (phase id -> text)."""
-    if not phase_ids:
-        return {}
-    with db.transaction() as s:
-        rows = s.execute(select(Content.phase_id, Content.text).where(Content.phase_id.in_(phase_ids)))
-        return {pid: text for pid, text in rows}
 
 
 def read_text(db: Database, plan_id: str, key: str) -> str | None:

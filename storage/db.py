@@ -1,23 +1,28 @@
 """Engine, transactions and migrations.
 
-Repositories open every transaction through :meth:`Database.transaction`, which
-translates driver errors into :mod:`storage.errors`. Nothing outside ``storage``
-sees a SQLAlchemy session.
+Repositories open every transaction through :meth:`Database.transaction` (or, for a
+write that is one statement, :meth:`Database.statement`), which translate driver errors
+into :mod:`storage.errors`. Nothing outside ``storage`` sees a SQLAlchemy session.
+The SQL that differs between Postgres and SQLite is :attr:`Database.sql`
+(:mod:`storage.sql`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
 from storage.errors import translated
+from storage.sql import Statements, for_dialect
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -26,13 +31,29 @@ class Database:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
+        self.sql: Statements = for_dialect(self.dialect)
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+        # A unit that is one statement needs no BEGIN and no COMMIT: the statement is
+        # atomic on its own. Postgres runs it in autocommit (one round trip); SQLite's
+        # writes go through BEGIN IMMEDIATE like every other transaction.
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT") if self.sql.autocommit else None
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
         """One unit of work: commits on success, rolls back on error, errors translated."""
         with translated(), self._sessions() as session, session.begin():
             yield session
+
+    @contextmanager
+    def statement(self) -> Iterator[Connection]:
+        """A unit of work that is exactly one statement (atomic by itself): autocommit on
+        Postgres, a transaction on SQLite. Errors translated."""
+        if self._autocommit is None:
+            with translated(), self.engine.begin() as conn:
+                yield conn
+        else:
+            with translated(), self._autocommit.connect() as conn:
+                yield conn
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -55,11 +76,40 @@ def connect(url: str, *, pool_size: int = 10, echo: bool = False) -> Database:
             echo=echo,
             pool_size=pool_size,
             max_overflow=max(2, pool_size // 4),
-            pool_pre_ping=True,
             pool_recycle=1800,
             connect_args={"connect_timeout": 5},
         )
+        event.listen(engine.pool, "checkin", _checked_in)
+        event.listen(engine.pool, "checkout", _ping_if_idle(engine.dialect))
     return Database(engine)
+
+
+# A connection back in use within this many seconds is not pinged: the ping is a round trip
+# on every checkout, more than a third of a hot-path statement's cost. A connection that
+# died in between (a database restart) fails its statement instead; SQLAlchemy then
+# invalidates the pool and every write on the hot path is retried (``_durably``, a task
+# retry for the claim), so it costs a retry, never a result.
+PING_AFTER_IDLE = 5.0
+
+
+def _checked_in(_dbapi: Any, record: Any) -> None:
+    record.info["idle_since"] = time.monotonic()
+
+
+def _ping_if_idle(dialect: Any) -> Any:
+    """Pessimistic disconnect handling for connections that sat idle (SQLAlchemy's
+    ``pool_pre_ping``, limited to them): a dead one makes the pool connect anew."""
+
+    def checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if time.monotonic() - record.info.get("idle_since", 0.0) < PING_AFTER_IDLE:
+            return
+        record.info["pinged"] = True  # for storage.sqlcount
+        try:
+            dialect.do_ping(dbapi_connection)  # outside any transaction (autocommit on psycopg)
+        except Exception as exc:
+            raise DisconnectionError(str(exc)) from exc
+
+    return checkout
 
 
 def upgrade(url: str, revision: str = "head") -> None:

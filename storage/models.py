@@ -83,6 +83,9 @@ class Plan(Base):
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(20), default=PlanStatus.RUNNING, index=True)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Mutable settings live in columns, read by the transaction that needs them: the spec is
+    # immutable once stored (workers cache it parsed, by plan id).
+    max_debates: Mapped[int] = mapped_column(Integer, default=0)
     error_code: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
     resume_owner: Mapped[str | None] = mapped_column(String(64))
@@ -108,6 +111,9 @@ class Phase(Base):
     group_key: Mapped[str | None] = mapped_column(String(80))
     position: Mapped[int] = mapped_column(Integer)
     depends_on: Mapped[list[str]] = mapped_column(JSON, default=list)
+    # Keys of every phase this one depends on, directly or not: stored at expansion and
+    # extended when a debate is inserted upstream, so a claim reads its inputs in one SELECT.
+    inputs: Mapped[list[str]] = mapped_column(JSON, default=list)
     meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     status: Mapped[str] = mapped_column(String(20), default=PhaseStatus.PENDING)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
@@ -141,8 +147,9 @@ class Content(Base):
 class UsageRow(Base):
     """Tokens one model call spent, keyed by (phase, attempt, seq): writing it twice is a no-op.
 
-    ``counted`` marks the rows of the attempt that completed the phase (its cost);
-    rows of attempts that died or lost the fence stay on record as waste.
+    A row is its phase's cost iff its attempt is the attempt that completed the phase
+    (derived by :func:`storage.usage.counted`, never stored); rows of attempts that died,
+    were cancelled or lost the fence stay on record as waste.
     """
 
     __tablename__ = "usage"
@@ -159,7 +166,6 @@ class UsageRow(Base):
     output_tokens: Mapped[int] = mapped_column(Integer)
     source: Mapped[str] = mapped_column(String(12))  # provider | estimated
     method: Mapped[str | None] = mapped_column(String(40))
-    counted: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

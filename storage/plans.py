@@ -71,6 +71,7 @@ def create_plan(
     principal: Principal | None = None,
     submit_rate: int = 0,
     briefing: Sequence[NewDocument] = (),
+    max_debates: int = 0,
 ) -> Created:
     """Insert a plan, all its phases and its briefing (documents and chunks) in one
     transaction, in ``tenant``: a failure anywhere stores nothing.
@@ -94,6 +95,7 @@ def create_plan(
         with db.transaction() as s:
             now = tenancy.admit(s, db.dialect, tenant, max_active=max_active, submit_rate=submit_rate)
             s.add(Plan(id=plan_id, tenant=tenant, task_id=task_id, title=title, kind=kind, spec=spec,
+                       max_debates=max_debates,
                        status=PlanStatus.RUNNING, created_at=now, updated_at=now))
             s.flush()
             for p in phases:
@@ -116,7 +118,7 @@ def create_plan(
 def _phase_row(plan_id: str, p: NewPhase, now: datetime) -> Phase:
     return Phase(id=str(uuid.uuid4()), plan_id=plan_id, key=p.key, kind=p.kind, expert=p.expert,
                  round=p.round, group_key=p.group_key, position=p.position, depends_on=list(p.depends_on),
-                 meta=dict(p.meta), status=PhaseStatus.PENDING, attempt=0, created_at=now)
+                 inputs=list(p.inputs), meta=dict(p.meta), status=PhaseStatus.PENDING, attempt=0, created_at=now)
 
 
 def _by_task_id(db: Database, tenant: str, task_id: str) -> PlanRecord | None:
@@ -170,11 +172,14 @@ def load_state(db: Database, plan_id: str) -> PlanState:
     return state
 
 
-def state_of_phase(db: Database, phase_id: str) -> PlanState | None:
-    """The state of the plan a phase belongs to (None for an unknown phase), in one read."""
-    with db.transaction() as s:
-        plan_id = s.scalar(select(Phase.plan_id).where(Phase.id == phase_id))
-        return None if plan_id is None else _state(s, plan_id)
+def get_spec(db: Database, plan_id: str) -> dict[str, Any]:
+    """The plan's spec as stored at submit — immutable, so a worker may cache it parsed.
+    Anything that can change later is a plan column, read where it is needed."""
+    with db.statement() as conn:
+        spec = conn.scalar(select(Plan.spec).where(Plan.id == plan_id))
+    if spec is None:
+        raise NotFound(f"no plan {plan_id!r}")
+    return dict(spec)
 
 
 def _state(s: Any, plan_id: str) -> PlanState | None:
@@ -285,14 +290,26 @@ def running_plan_ids(db: Database, *, limit: int = 500) -> list[str]:
 
 
 def stalled_plan_ids(db: Database, *, now: datetime, requeue_after: timedelta, limit: int = 500) -> list[str]:
-    """Running plans that stopped moving: a phase whose lease expired, a phase enqueued
-    long ago and never claimed (its message was lost), or no stored progress at all
-    for ``requeue_after`` (a lost chord body). The reconciler re-derives their canvas."""
+    """Running plans that stopped moving, for the reconciler to re-derive:
+
+    - a phase whose lease expired (its worker died);
+    - a phase that has been READY — every direct dependency final, the last of them
+      before ``requeue_after`` ago — and neither claimed nor marked enqueued since then
+      (its message was lost). A phase sent in a big canvas waits, marked, for its inputs
+      without looking lost: it is ready only once they are final;
+    - no stored progress for ``requeue_after`` and nothing running on a live lease
+      (a lost chord body: every phase final, or blocked, and no ``advance`` came).
+    """
     cutoff = now - requeue_after
     with db.transaction() as s:
         expired = select(Phase.plan_id).where(Phase.status == PhaseStatus.RUNNING, Phase.lease_expires_at < now)
-        lost = select(Phase.plan_id).where(Phase.status == PhaseStatus.PENDING, Phase.enqueued_at < cutoff)
+        lost = (select(Phase.plan_id)
+                .where(Phase.status == PhaseStatus.PENDING,
+                       or_(Phase.enqueued_at.is_(None), Phase.enqueued_at < cutoff),
+                       db.sql.ready_since_cutoff(cutoff)))
+        alive = (select(Phase.id).where(Phase.plan_id == Plan.id, Phase.status == PhaseStatus.RUNNING,
+                                        Phase.lease_expires_at >= now).exists())
         q = (select(Plan.id).where(Plan.status == PlanStatus.RUNNING)
-             .where(or_(Plan.id.in_(expired), Plan.id.in_(lost), Plan.updated_at < cutoff))
+             .where(or_(Plan.id.in_(expired), Plan.id.in_(lost), (Plan.updated_at < cutoff) & ~alive))
              .order_by(Plan.updated_at).limit(limit))
         return list(s.scalars(q))

@@ -26,6 +26,7 @@ class PlanRecord:
     spec: dict[str, Any]
     status: PlanStatus
     cancel_requested: bool
+    max_debates: int
     error_code: str | None
     error_message: str | None
     created_at: datetime
@@ -51,6 +52,7 @@ class PhaseRecord:
     group_key: str | None
     position: int
     depends_on: list[str]
+    inputs: list[str]  # keys of every phase this one depends on, directly or not
     meta: dict[str, Any]
     status: PhaseStatus
     attempt: int
@@ -84,7 +86,7 @@ class UsageRecord:
     output_tokens: int
     source: str
     method: str | None
-    counted: bool
+    counted: bool  # derived: the row's attempt is the one that completed its phase
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ class NewPhase:
     round: int | None = None
     group_key: str | None = None
     meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+    inputs: list[str] = dataclasses.field(default_factory=list)  # transitive dependencies' keys
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 
 from storage.db import Database
 from storage.models import Phase, Plan, UsageRow
+from storage.usage import counted
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,10 @@ def fleet_stats(db: Database) -> FleetStats:
     with db.transaction() as s:
         plans = {k: int(v) for k, v in s.execute(select(Plan.status, func.count()).group_by(Plan.status))}
         phases = {k: int(v) for k, v in s.execute(select(Phase.status, func.count()).group_by(Phase.status))}
-        rows = s.execute(select(UsageRow.source, UsageRow.counted, func.coalesce(func.sum(UsageRow.input_tokens), 0),
+        cost = counted().label("counted")
+        rows = s.execute(select(UsageRow.source, cost, func.coalesce(func.sum(UsageRow.input_tokens), 0),
                                 func.coalesce(func.sum(UsageRow.output_tokens), 0), func.count())
-                         .group_by(UsageRow.source, UsageRow.counted))
-        usage = [UsageGroup(src, bool(counted), int(tin), int(tout), int(n)) for src, counted, tin, tout, n in rows]
+                         .join(Phase, Phase.id == UsageRow.phase_id)
+                         .group_by(UsageRow.source, cost))
+        usage = [UsageGroup(src, bool(cost_), int(tin), int(tout), int(n)) for src, cost_, tin, tout, n in rows]
     return FleetStats(plans, phases, usage)

@@ -1,35 +1,36 @@
 """Usage rows: one per model call, keyed by (phase, attempt, seq).
 
-Writing the same row twice is a no-op, so a retried write never counts twice.
-Plan-level usage is always the sum of rows — there is no counter to keep in step.
+Writing the same row twice is a no-op (one ``INSERT … ON CONFLICT DO NOTHING``), so a
+retried write never counts twice. Plan-level usage is always the sum of rows — there is
+no counter to keep in step. Whether a row is its phase's cost is derived, never stored:
+it is iff its attempt is the attempt that completed the phase (:func:`counted`).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, select
+from sqlalchemy.sql import ColumnElement
 
 from storage.db import Database
-from storage.errors import Conflict
-from storage.models import UsageRow
-from storage.records import UsageRecord, snapshot
+from storage.models import Phase, UsageRow
+from storage.records import UsageRecord
+from storage.status import PhaseStatus
+
+
+def counted() -> ColumnElement[bool]:
+    """A usage row (joined to its phase) is the phase's cost: its attempt completed the phase."""
+    return and_(Phase.status == PhaseStatus.COMPLETED, Phase.attempt == UsageRow.attempt)
 
 
 def record_usage(db: Database, *, plan_id: str, phase_id: str, attempt: int, seq: int, purpose: str,
                  model: str, input_tokens: int, output_tokens: int, source: str,
                  method: str | None) -> bool:
     """Insert one call's usage. Returns False when that (phase, attempt, seq) is already on record."""
-    try:
-        with db.transaction() as s:
-            exists = s.scalar(select(UsageRow.id).where(UsageRow.phase_id == phase_id,
-                                                        UsageRow.attempt == attempt, UsageRow.seq == seq))
-            if exists is not None:
-                return False
-            s.add(UsageRow(plan_id=plan_id, phase_id=phase_id, attempt=attempt, seq=seq, purpose=purpose,
-                           model=model, input_tokens=input_tokens, output_tokens=output_tokens,
-                           source=source, method=method, counted=False))
-        return True
-    except Conflict:  # a concurrent identical write won
-        return False
+    with db.statement() as conn:
+        return db.sql.insert_usage(conn, {
+            "plan_id": plan_id, "phase_id": phase_id, "attempt": attempt, "seq": seq, "purpose": purpose,
+            "model": model, "input_tokens": input_tokens, "output_tokens": output_tokens, "source": source,
+            "method": method})
 
 
 def spent_tokens(db: Database, plan_id: str) -> int:
@@ -42,5 +43,8 @@ def spent_tokens(db: Database, plan_id: str) -> int:
 
 def rows_for_plan(db: Database, plan_id: str) -> list[UsageRecord]:
     with db.transaction() as s:
-        rows = s.scalars(select(UsageRow).where(UsageRow.plan_id == plan_id).order_by(UsageRow.id))
-        return [snapshot(UsageRecord, r) for r in rows]
+        rows = s.execute(select(UsageRow, counted().label("counted")).join(Phase, Phase.id == UsageRow.phase_id)
+                         .where(UsageRow.plan_id == plan_id).order_by(UsageRow.id))
+        return [UsageRecord(phase_id=u.phase_id, attempt=u.attempt, seq=u.seq, purpose=u.purpose, model=u.model,
+                            input_tokens=u.input_tokens, output_tokens=u.output_tokens, source=u.source,
+                            method=u.method, counted=bool(c)) for u, c in rows]

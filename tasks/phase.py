@@ -22,7 +22,7 @@ def run_phase(self: Any, plan_id: str, phase_id: str, phase_key: str | None = No
     rt = runtime.current(self.app)
     with bind(plan_id=plan_id, phase=phase_key):
         try:
-            work = rt.runner.claim(phase_id, owner=rt.worker_id)
+            work = rt.runner.claim(phase_id, owner=rt.worker_id, plan_id=plan_id)
         except ServiceUnavailable as exc:  # nothing claimed yet: safe to redeliver later
             raise self.retry(exc=exc, countdown=min(2 ** min(self.request.retries, 5), 30)) from exc
         if work is None:

@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import TypeVar
 
-from orchestrator import dag
 from orchestrator.bus import Bus, publish_events
 from orchestrator.debates import MalformedVerdict, debate_insertion, parse_verdict
 from orchestrator.divergence import lexical_verdict
@@ -31,13 +30,14 @@ from orchestrator.prompts import build_request, divergence_retry
 from orchestrator.registry import ModelResolver
 from orchestrator.schema import BoardPlan, TeamPlan, parse_plan
 from orchestrator.settings import Settings
-from storage import Database, Unavailable, contents, phases, plans, usage
-from storage.status import Outcome, PhaseStatus
+from storage import Database, Unavailable, phases, plans, usage
+from storage.status import Outcome
 from tasks.hooks import RecordUsage, StopWhenCancelled, TokenBudget
 from tasks.lease import Lease
 from tasks.llm.errors import LLMError
 from tasks.llm.gateway import Gateway
 from tasks.llm.types import ChatRequest, Completion, ModelSpec, Provider, Usage
+from tasks.specs import SpecCache
 from tasks.work import PhaseWork
 
 log = logging.getLogger(__name__)
@@ -61,31 +61,30 @@ class PhaseRunner:
         self.bus = bus
         self.providers = dict(providers)
         self.models = ModelResolver.from_settings(settings)
+        self.specs = SpecCache(self._load_plan)
 
-    def claim(self, phase_id: str, owner: str) -> PhaseWork | None:
+    def _load_plan(self, plan_id: str) -> BoardPlan | TeamPlan:
+        return parse_plan(plans.get_spec(self.db, plan_id))
+
+    def claim(self, phase_id: str, owner: str, plan_id: str | None = None) -> PhaseWork | None:
         """Claim a phase for this worker, or None when there is nothing to do (the phase
-        or its plan is final, it is leased by someone alive, or its inputs are not all
-        complete — then its enqueue mark is released for the next advance to send it)."""
+        or its plan is final or cancelled, it is leased by someone alive, or its inputs are
+        not all complete — then its enqueue mark is released for the next advance to send it).
+
+        The happy path is one statement on Postgres (claim + ``phase_started`` + the inputs'
+        full texts); the plan's spec comes from the per-process cache (read once per plan)."""
         with storage_boundary():
-            state = plans.state_of_phase(self.db, phase_id)
-            if state is None:
+            plan = self.specs.get(plan_id) if plan_id is not None else None
+            claimed = phases.claim_phase(self.db, phase_id, owner=owner,
+                                         lease=timedelta(seconds=self.settings.lease_seconds))
+            if claimed is None:
+                phases.release_waiting(self.db, phase_id)  # arrived early: the next advance sends it
                 return None
-            plan_id = state.plan.id
-            by_key = state.by_key()
-            phase = next((p for p in state.phases if p.id == phase_id), None)
-            if phase is None or phase.final or state.plan.final:
-                return None
-            if not dag.inputs_done(phase, by_key):
-                phases.release_enqueued(self.db, phase_id)  # the next advance will send it
-                return None
-            progress = (sum(1 for p in state.phases if p.final), len(state.phases))
-            claim = phases.claim_phase(self.db, phase_id, owner=owner,
-                                       lease=timedelta(seconds=self.settings.lease_seconds), progress=progress)
-        if claim is None:
-            return None
-        publish_events(self.bus, plan_id, [claim.event])
-        return PhaseWork(parse_plan(state.plan.spec), plan_id, claim.phase, claim.attempt,
-                         dag.transitive_inputs(phase, by_key), state.phases)
+            if plan is None or plan_id != claimed.phase.plan_id:
+                plan = self.specs.get(claimed.phase.plan_id)
+        publish_events(self.bus, claimed.phase.plan_id, [claimed.event])
+        return PhaseWork(plan, claimed.phase.plan_id, claimed.phase, claimed.phase.attempt, claimed.inputs,
+                         claimed.texts)
 
     def execute(self, work: PhaseWork, lease: Lease) -> Outcome:
         """Run a claimed phase to its stored end. A model error or a bug fails the phase
@@ -127,21 +126,18 @@ class PhaseRunner:
         if work.phase.kind != "divergence" or not isinstance(plan, TeamPlan) or plan.divergence != "lexical":
             return None
         examined = [p for p in work.inputs if p.key in work.phase.meta.get("examines", []) and p.expert]
-        with storage_boundary():
-            texts = contents.read_texts(self.db, [p.id for p in examined if p.status == PhaseStatus.COMPLETED])
-        verdict, stances = lexical_verdict(plan.question, [(p.expert or "", texts[p.id])
-                                                           for p in examined if p.id in texts])
+        verdict, stances = lexical_verdict(plan.question, [(p.expert or "", work.texts[p.id])
+                                                           for p in examined if p.id in work.texts])
         answer = {**verdict.model_dump(), "method": "lexical", "stances": stances}
         return Completion(text=json.dumps(answer), usage=Usage(0, 0, "estimated", "lexical"),
                           finish_reason="lexical")
 
     def prepare(self, work: PhaseWork) -> tuple[ModelSpec, ChatRequest]:
         """The model and the request for a claimed phase, built from the full text of
-        its inputs (resolved from the content store, never from summaries)."""
-        with storage_boundary():
-            texts = contents.read_texts(self.db, [p.id for p in work.inputs if p.status == PhaseStatus.COMPLETED])
+        its inputs (read from the content store in the claim, never from summaries)."""
         expert = work.plan.expert(work.phase.expert or "")
-        return self.model_spec(work.plan, expert.model), build_request(work.plan, work.phase, work.inputs, texts)
+        return (self.model_spec(work.plan, expert.model),
+                build_request(work.plan, work.phase, work.inputs, work.texts))
 
     def model_spec(self, plan: BoardPlan | TeamPlan, name: str) -> ModelSpec:
         """Resolved now, from this process's registry and settings (:mod:`orchestrator.registry`):
@@ -173,7 +169,7 @@ class PhaseRunner:
         """Store the result (see :func:`storage.phases.complete_phase` for the order of
         writes), then publish what was stored. Returns completed | cancelled | fenced."""
         text = as_text(completion.text)
-        insertion, max_groups = None, None
+        insertion = None
         if work.phase.kind == "divergence" and isinstance(work.plan, TeamPlan):
             try:
                 verdict = parse_verdict(text)
@@ -182,13 +178,12 @@ class PhaseRunner:
                 log.warning("divergence verdict malformed after retry; no debate",
                             extra={"action": "debate.no_verdict"})
             if verdict is not None:
-                insertion = debate_insertion(work.plan, work.phase, verdict, work.all_phases)
-                max_groups = work.plan.max_debates
+                insertion = debate_insertion(work.plan, work.phase, verdict, work.inputs)
         summary = text if len(text) <= self.settings.summary_chars else text[: self.settings.summary_chars] + "…"
         done = self._durably(lambda: phases.complete_phase(
-            self.db, phase_id=work.phase.id, attempt=work.attempt, text=text, summary=summary,
-            truncated=completion.truncated, fallback=completion.fallback,
-            offloaded=len(text) > self.settings.inline_limit, insertion=insertion, max_groups=max_groups))
+            self.db, plan_id=work.plan_id, phase_id=work.phase.id, attempt=work.attempt, text=text,
+            summary=summary, truncated=completion.truncated, fallback=completion.fallback,
+            offloaded=len(text) > self.settings.inline_limit, insertion=insertion))
         if done.status == Outcome.FENCED:
             log.warning("result discarded: another attempt owns the phase", extra={"action": "phase.fenced"})
             return done.status
@@ -199,8 +194,8 @@ class PhaseRunner:
     def fail(self, work: PhaseWork, code: str, message: str) -> Outcome:
         """Fail the phase, fenced by the attempt (cancelled instead when the plan was
         cancelled). Returns failed | cancelled | fenced."""
-        done = self._durably(lambda: phases.fail_phase(self.db, phase_id=work.phase.id, attempt=work.attempt,
-                                                       code=code, message=message))
+        done = self._durably(lambda: phases.fail_phase(self.db, plan_id=work.plan_id, phase_id=work.phase.id,
+                                                       attempt=work.attempt, code=code, message=message))
         if done.status != Outcome.FENCED:
             publish_events(self.bus, work.plan_id, done.events)
             log.warning("phase %s %s: %s %s", work.key, done.status, code, message[:200],

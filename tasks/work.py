@@ -10,14 +10,16 @@ from storage.records import PhaseRecord
 
 @dataclass(frozen=True)
 class PhaseWork:
-    """A claimed phase: everything needed to run it, fenced by ``attempt``."""
+    """A claimed phase: everything needed to run it, fenced by ``attempt``. ``inputs`` are
+    its transitive inputs in plan order, read in the claim; ``texts`` the full text of each
+    completed one (phase id -> text), never a summary."""
 
     plan: BoardPlan | TeamPlan
     plan_id: str
     phase: PhaseRecord
     attempt: int
     inputs: list[PhaseRecord]
-    all_phases: list[PhaseRecord]
+    texts: dict[str, str]
 
     @property
     def key(self) -> str:

@@ -135,8 +135,10 @@ def test_board_plan_over_http_with_live_events(api: Any, workers: Any, settings:
     assert r.status_code == 201, r.text
     body = r.json()
     assert set(body) == {"plan_id", "created", "enqueued"} and body["created"] is True
-    assert body["enqueued"] == ["opening"]
     plan_id = body["plan_id"]
+    # a board is static: its first canvas carries every phase, in plan order
+    assert body["enqueued"] == [p["key"] for p in httpx.get(f"{server.url}/v1/plans/{plan_id}").json()["phases"]]
+    assert body["enqueued"][0] == "opening" and body["enqueued"][-1] == "final"
     assert r.headers["location"] == f"/v1/plans/{plan_id}"
 
     with httpx.stream("GET", f"{server.url}/v1/plans/{plan_id}/events",

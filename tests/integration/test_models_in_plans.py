@@ -159,7 +159,9 @@ def test_small_context_window_summarises_and_counts_the_summariser(embedded: Any
     assert view.status == "completed", view.error
     engine = create_engine(embedded.settings.effective_database_url)
     with engine.connect() as c:
-        purposes = [r[0] for r in c.execute(text("select purpose from usage where plan_id = :p and counted"),
+        purposes = [r[0] for r in c.execute(text("select u.purpose from usage u join phases p on p.id = u.phase_id "
+                                                 "where u.plan_id = :p and p.status = 'completed' "
+                                                 "and p.attempt = u.attempt"),
                                             {"p": plan_id})]
     engine.dispose()
     assert "summarise" in purposes  # the summariser's tokens are on the plan's bill

@@ -33,8 +33,10 @@ def assert_exactly_once(url: str, plan_id: str) -> None:
     assert all(r.attempt == 1 for r in phases), phases
     contents = rows(url, "select phase_id, count(*) n from contents where plan_id = :p group by phase_id", p=plan_id)
     assert {r.phase_id: r.n for r in contents} == {r.id: 1 for r in phases}
-    usage = rows(url, "select phase_id, count(*) n, bool_and(counted) c from usage where plan_id = :p "
-                      "group by phase_id", p=plan_id)
+    # a usage row is its phase's cost iff its attempt completed the phase (derived, not stored)
+    usage = rows(url, "select u.phase_id, count(*) n, bool_and(p.status = 'completed' and p.attempt = u.attempt) c "
+                      "from usage u join phases p on p.id = u.phase_id where u.plan_id = :p "
+                      "group by u.phase_id", p=plan_id)
     assert {r.phase_id: (r.n, r.c) for r in usage} == {r.id: (1, True) for r in phases}
 
 

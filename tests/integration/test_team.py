@@ -43,7 +43,8 @@ def debate_groups(url: str, plan_id: str) -> dict[str, list[str]]:
 
 
 def usage_rows(url: str, plan_id: str, key: str) -> list[Any]:
-    return rows(url, "select u.seq, u.purpose, u.counted from usage u join phases p on p.id = u.phase_id "
+    return rows(url, "select u.seq, u.purpose, (p.status = 'completed' and p.attempt = u.attempt) as counted "
+                     "from usage u join phases p on p.id = u.phase_id "
                      "where p.plan_id = :p and p.key = :k order by u.attempt, u.seq", p=plan_id, k=key)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import update
 
 from orchestrator.bus import MemoryBus, Subscription, drain
-from orchestrator.canvas import Canvas
+from orchestrator.canvas import Advance, Canvas, Chain, Group, Run, Step
 from orchestrator.coordinator import Coordinator
 from orchestrator.dispatch import RecordingDispatcher
 from orchestrator.settings import Settings
@@ -64,18 +64,29 @@ class Planes:
 
     # ------------------------------------------------------------- as a worker would
 
-    def deliver(self, phase_id: str, key: str, owner: str = OWNER) -> Outcome | None:
+    def deliver(self, phase_id: str, key: str, owner: str = OWNER, plan_id: str | None = None) -> Outcome | None:
         """One ``run_phase`` delivery: claim, and run what was claimed."""
-        work = self.runner.claim(phase_id, owner=owner)
+        work = self.runner.claim(phase_id, owner=owner, plan_id=plan_id)
         outcome = None if work is None else self.runner.execute(work, Lease(phase_id, work.attempt))
         self.outcomes.setdefault(key, []).append(outcome)
         return outcome
 
     def run_canvas(self, canvas: Canvas) -> None:
-        for lane in canvas.lanes:
-            for run in lane:
-                self.deliver(run.phase_id, run.key)
-        self.coordinator.advance(canvas.plan_id)
+        """Run a canvas the way Celery does, one worker: a chain's steps in order, a
+        group's lanes one after the other (a chord's body after all of them)."""
+        self.run_step(canvas.plan_id, canvas.root)
+
+    def run_step(self, plan_id: str, step: Step) -> None:
+        if isinstance(step, Run):
+            self.deliver(step.phase_id, step.key, plan_id=plan_id)
+        elif isinstance(step, Advance):
+            self.coordinator.advance(plan_id)
+        elif isinstance(step, Chain):
+            for s in step.steps:
+                self.run_step(plan_id, s)
+        elif isinstance(step, Group):
+            for s in step.lanes:
+                self.run_step(plan_id, s)
 
     def run_all(self, max_canvases: int = 100) -> int:
         """Run recorded canvases (and those they lead to) until none is left."""

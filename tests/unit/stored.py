@@ -22,7 +22,8 @@ def example(name: str, **changes: Any) -> BoardPlan | TeamPlan:
 def record(p: NewPhase, status: str = "completed") -> PhaseRecord:
     return PhaseRecord(
         id=f"id-{p.key}", plan_id="plan-1", key=p.key, kind=p.kind, expert=p.expert, round=p.round,
-        group_key=p.group_key, position=p.position, depends_on=list(p.depends_on), meta=dict(p.meta),
+        group_key=p.group_key, position=p.position, depends_on=list(p.depends_on), inputs=list(p.inputs),
+        meta=dict(p.meta),
         status=status, attempt=1 if status != "pending" else 0, lease_owner=None, lease_expires_at=None,
         enqueued_at=None, retries_requested=0, summary=None, truncated=False, error_code=None,
         error_message=None, started_at=None, finished_at=None)
@@ -35,3 +36,8 @@ def stored(plan: BoardPlan | TeamPlan, *, pending: Iterable[str] = (),
     return [record(p, "pending" if p.key in waiting else "failed" if p.key in gone else "completed")
             for p in expand(plan)]
 
+
+
+def inputs_of(phase: PhaseRecord, phases: Iterable[PhaseRecord]) -> list[PhaseRecord]:
+    """The phase's stored transitive inputs as records in plan order — what its claim reads."""
+    return sorted((p for p in phases if p.key in phase.inputs), key=lambda p: p.position)

@@ -11,7 +11,7 @@ import pytest
 from orchestrator.api import create_app
 from orchestrator.api import inputs as inp
 from orchestrator.api.ops import exposition
-from orchestrator.canvas import Canvas, Run, to_signature
+from orchestrator.canvas import Advance, Canvas, Chain, Run, to_signature
 from orchestrator.celery_app import build_app
 from orchestrator.errors import BodyTooLarge, InvalidRequest, MalformedBody
 from orchestrator.settings import Settings
@@ -84,7 +84,7 @@ def test_exposition_is_prometheus_text() -> None:
 
 def test_run_phase_has_a_readable_shadow_name() -> None:
     app = build_app(Settings())
-    sig = to_signature(Canvas("p", ((Run("id-1", "r1.dana"),),)), app)
+    sig = to_signature(Canvas("p", Chain((Run("id-1", "r1.dana"), Advance()))), app)
     run = sig.tasks[0]
     assert run.task == "conclave.run_phase" and run.options["shadow"] == "conclave.run_phase[r1.dana]"
     assert run.kwargs == {"plan_id": "p", "phase_id": "id-1", "phase_key": "r1.dana"}

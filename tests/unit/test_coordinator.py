@@ -4,10 +4,15 @@ what the bus carries — the stored events themselves, once each."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from sqlalchemy import select
 
 from orchestrator.canvas import Canvas
 from orchestrator.errors import ResumeInProgress
+from storage import plans
+from storage.models import Phase, utcnow
 from storage.status import Outcome, PhaseStatus, PlanStatus
 from tasks.lease import Lease
 from tests.unit.planes import Planes, published
@@ -21,13 +26,15 @@ SMALL_BOARD = example("board", rounds=1, experts=[{"name": "Dana", "role": "Chie
 def test_a_board_runs_from_its_recorded_canvases_to_a_stored_result(planes: Planes) -> None:
     res = planes.coordinator.submit(example("board"))
     plan_id = res.plan_id
-    assert res.created and res.enqueued == ["opening"]
+    keys = list(planes.statuses(plan_id))
+    assert res.created and res.enqueued == keys  # the whole board is static: one canvas
     assert set(planes.statuses(plan_id).values()) == {PhaseStatus.PENDING}
     [first] = planes.dispatcher.sent
-    assert [[r.key for r in lane] for lane in first.lanes] == [["opening"]]
+    turns = [tuple(f"r{r}.{s}" for s in ("dana", "ravi", "sofia", "tomas")) for r in (1, 2)]
+    assert first.shape() == ["opening", turns[0], "r1.summary", turns[1], "r2.summary", "final", "advance"]
     sub = planes.bus.subscribe(plan_id)
 
-    planes.run_all()
+    assert planes.run_all() == 1  # the advance at its end sends nothing: every phase ran from that canvas
 
     state = planes.state(plan_id)
     assert state.plan.status == PlanStatus.COMPLETED and len(state.phases) == 12
@@ -92,18 +99,17 @@ def test_a_broker_outage_at_submit_keeps_the_plan_and_releases_its_marks(planes:
     assert all(p.enqueued_at is None for p in planes.state(res.plan_id).phases)  # nothing looks sent
 
     planes.dispatcher.handler = None  # the broker is back: the next advance (reconciler) sends it
-    assert planes.coordinator.advance(res.plan_id) == ["opening"]
+    assert planes.coordinator.advance(res.plan_id) == ["opening", "r1.dana", "r1.ravi", "r1.summary", "final"]
     planes.run_all()
     assert planes.state(res.plan_id).plan.status == PlanStatus.COMPLETED
 
 
 def test_cancel_ends_queued_phases_and_a_running_one_at_its_completion(planes: Planes) -> None:
     plan_id = planes.coordinator.submit(example("board")).plan_id
-    [opening] = planes.dispatcher.take()
-    planes.run_canvas(opening)
-    [round1] = planes.dispatcher.take()
-    assert sorted(r.key for r in round1.runs) == ["r1.dana", "r1.ravi", "r1.sofia", "r1.tomas"]
-    dana = next(r for r in round1.runs if r.key == "r1.dana")
+    [board] = planes.dispatcher.take()
+    opening = board.runs[0]
+    assert planes.deliver(opening.phase_id, opening.key) == Outcome.COMPLETED
+    dana = next(r for r in board.runs if r.key == "r1.dana")
     work = planes.runner.claim(dana.phase_id, owner="unit:2:runner")
     assert work is not None
     sub = planes.bus.subscribe(plan_id)
@@ -114,8 +120,10 @@ def test_cancel_ends_queued_phases_and_a_running_one_at_its_completion(planes: P
                     "r2.summary", "final"}
     assert set(res.cancelled) == pending_then and res.status == PlanStatus.RUNNING  # Dana is still speaking
     assert planes.runner.execute(work, Lease(dana.phase_id, work.attempt)) == Outcome.CANCELLED
-    planes.run_canvas(round1)  # the queued deliveries find their phases final and do nothing
-    assert [planes.outcomes[k] for k in ("r1.ravi", "r1.sofia", "r1.tomas")] == [[None]] * 3
+    planes.run_canvas(board)  # the rest of the canvas: every delivery finds its phase final and does nothing
+    assert [planes.outcomes[k] for k in ("r1.ravi", "r1.sofia", "r1.tomas", "final")] == [[None]] * 4
+    assert planes.outcomes["opening"] == [Outcome.COMPLETED, None]
+    assert planes.dispatcher.take() == []  # nothing was re-sent
 
     state = planes.state(plan_id)
     assert state.plan.status == PlanStatus.CANCELLED and state.plan.error_code == "plan.cancelled"
@@ -135,13 +143,15 @@ def test_cancel_ends_queued_phases_and_a_running_one_at_its_completion(planes: P
 
 def test_resume_sends_exactly_what_is_pending_after_lost_messages(planes: Planes) -> None:
     plan_id = planes.coordinator.submit(SMALL_BOARD).plan_id
-    planes.run_canvas(planes.dispatcher.take()[0])
-    lost = planes.dispatcher.take()  # the round-1 chord never reached a worker
-    assert len(lost) == 1 and planes.coordinator.advance(plan_id) == []  # marked enqueued: not re-sent yet
+    [board] = planes.dispatcher.take()
+    opening = board.runs[0]
+    planes.deliver(opening.phase_id, opening.key)  # the rest of that canvas never reached a worker
+    # round 1 is marked enqueued and only just became ready: its message is due, not lost yet
+    assert planes.coordinator.advance(plan_id) == []
 
     res = planes.coordinator.resume(plan_id)
 
-    assert sorted(res.enqueued) == ["r1.dana", "r1.ravi"] and res.retried == []
+    assert res.enqueued == ["r1.dana", "r1.ravi", "r1.summary", "final"] and res.retried == []
     with pytest.raises(ResumeInProgress):
         planes.coordinator.resume(plan_id)  # one resume per plan at a time
     planes.run_all()
@@ -165,3 +175,40 @@ def test_resume_hands_a_dead_workers_phase_to_a_new_attempt(planes: Planes) -> N
     assert state.plan.status == PlanStatus.COMPLETED and state.by_key()["opening"].attempt == 2
     started = [e.data for e in planes.events(plan_id) if e.type == "phase_started" and e.phase_key == "opening"]
     assert [(d["attempt"], d["worker"]) for d in started] == [(1, "unit:dead:worker"), (2, "unit:1:runner")]
+
+
+def test_the_reconciler_resends_a_phase_only_once_it_has_been_ready_and_unclaimed_for_requeue_after(
+        planes: Planes) -> None:
+    plan_id = planes.coordinator.submit(SMALL_BOARD).plan_id
+    [board] = planes.dispatcher.take()  # marks every phase of the board; let its messages be lost
+    opening = board.runs[0]
+    requeue = timedelta(seconds=planes.settings.requeue_after)
+
+    def stalled() -> list[str]:
+        return plans.stalled_plan_ids(planes.db, now=utcnow(), requeue_after=requeue)
+
+    def age(keys: list[str], **columns: timedelta) -> None:
+        """Time passes for these phases: each column moves that far into the past."""
+        with planes.db.transaction() as s:
+            for key in keys:
+                row = s.scalars(select(Phase).where(Phase.plan_id == plan_id, Phase.key == key)).one()
+                for column, by in columns.items():
+                    setattr(row, column, getattr(row, column) - by)
+
+    assert stalled() == []  # just sent
+    age(["opening"], enqueued_at=2 * requeue)
+    assert stalled() == [plan_id]  # ready (no inputs) and unclaimed for longer than requeue_after
+    planes.deliver(opening.phase_id, opening.key)  # the opening finally runs (from a resend, say)
+
+    keys = ["r1.dana", "r1.ravi", "r1.summary", "final"]
+    age(keys, enqueued_at=2 * requeue)  # the board's canvas marked them long ago ...
+    assert stalled() == []  # ... but round 1 only just became ready: its messages are due, not lost
+    assert planes.coordinator.reconcile() == []  # and nothing is resent
+    age(["opening"], finished_at=2 * requeue)
+    assert stalled() == [plan_id]  # round 1 has been ready for longer than requeue_after
+    assert planes.coordinator.reconcile() == [plan_id]
+    [resent] = planes.dispatcher.take()
+    assert resent.shape() == [("r1.dana", "r1.ravi"), "r1.summary", "final", "advance"]  # with what it triggers
+    planes.run_canvas(resent)
+    assert planes.dispatcher.take() == []
+    assert planes.state(plan_id).plan.status == PlanStatus.COMPLETED

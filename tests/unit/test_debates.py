@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from orchestrator import dag
 from orchestrator.debates import MalformedVerdict, Verdict, debate_insertion, parse_verdict
 from orchestrator.divergence import lexical_verdict, stance_of
 from orchestrator.prompts import build_request
@@ -14,7 +13,8 @@ from orchestrator.schema import TeamPlan
 from storage.records import PhaseRecord
 from tasks.llm.offline import OfflineProvider
 from tasks.llm.types import ModelSpec
-from tests.unit.stored import example, stored
+from tests.unit.planes import Planes
+from tests.unit.stored import example, inputs_of, stored
 
 
 def team(**changes: object) -> TeamPlan:
@@ -60,30 +60,49 @@ def test_a_diverged_verdict_inserts_one_debate_phase_per_participant() -> None:
     plan = team()
     check, phases = at_check(plan)
     verdict = Verdict(diverged=True, topic="margin vs growth", participants=["Priya", "Marcus"])
-    ins = debate_insertion(plan, check, verdict, phases)
+    ins = debate_insertion(plan, check, verdict, inputs_of(check, phases))
     assert ins is not None
     assert [(p.key, p.kind, p.expert, p.group_key) for p in ins.phases] == [
         ("debate-check-1.priya", "debate", "Priya", "debate-check-1"),
         ("debate-check-1.marcus", "debate", "Marcus", "debate-check-1")]
     for p in ins.phases:
         assert p.depends_on == ["check-1", "growth", "finance"]  # answers what the others actually wrote
+        assert p.inputs == ["check-1", "growth", "finance"]
         assert p.meta["topic"] == "margin vs growth" and p.meta["participants"] == ["Priya", "Marcus"]
-        assert p.position > max(q.position for q in phases)
+    assert [p.position for p in ins.phases] == [0, 1]  # relative: stored after every phase of the plan
     assert ins.phases[0].meta["opponents"] == ["Marcus"] and ins.phases[1].meta["opponents"] == ["Priya"]
-    # whatever waited for the diverging set now waits for the debate too
-    assert dict(ins.extra_deps) == {k: ["debate-check-1.priya", "debate-check-1.marcus"]
-                                    for k in ("rollout", "synthesis")}
+    assert ins.rewire == "check-1"  # whatever waits for the check now waits for the debate too (see below)
     assert ins.event.type == "debate_inserted" and ins.event.phase_key is None
     assert ins.event.data == {"check": "check-1", "topic": "margin vs growth", "participants": ["Priya", "Marcus"],
                               "phases": ["debate-check-1.priya", "debate-check-1.marcus"]}
 
 
-def test_dependents_that_already_ran_are_not_rewired() -> None:
-    plan = team()
-    check, _ = at_check(plan)
-    phases = stored(plan, pending=["synthesis"])  # rollout already final (it would not be, but be safe)
-    ins = debate_insertion(plan, check, Verdict(diverged=True, participants=["Priya", "Marcus"]), phases)
-    assert ins is not None and list(ins.extra_deps) == ["synthesis"]
+def test_stored_debates_rewire_what_waited_for_the_check_and_stay_within_max_debates(planes: Planes) -> None:
+    plan_id = planes.coordinator.submit(team(max_debates=1)).plan_id
+    [canvas] = planes.dispatcher.take()
+    assert canvas.shape() == [("growth", "finance"), "check-1", "advance"]
+    planes.run_canvas(canvas)
+
+    by_key = planes.state(plan_id).by_key()
+    debates = ["debate-check-1.priya", "debate-check-1.marcus"]
+    assert [by_key[k].position for k in debates] == [5, 6]  # after every stored phase
+    assert by_key["rollout"].depends_on == ["growth", "finance", "check-1", *debates]
+    assert by_key["synthesis"].depends_on == ["growth", "finance", "rollout", "check-1", *debates]
+    # transitive inputs follow: everything downstream of the check now reads the debate
+    assert set(debates) <= set(by_key["rollout"].inputs) and set(debates) <= set(by_key["synthesis"].inputs)
+    assert by_key["check-1"].depends_on == ["growth", "finance"] and by_key["check-1"].inputs == ["growth", "finance"]
+
+    # a second insertion for the same plan (a resumed check, say) finds the limit reached
+    check = by_key["check-1"]
+    ins = debate_insertion(team(), check, Verdict(diverged=True, participants=["Priya", "Marcus"]),
+                           [by_key["growth"], by_key["finance"]])
+    assert ins is not None
+    with planes.db.transaction() as s:
+        from storage.phases import _insert
+        from storage.sql.base import PlanLock
+        stored = _insert(planes.db, s, plan_id, ins, PlanLock(False, 1), by_key["check-1"].finished_at)
+    assert [(e.type, e.data) for e in stored] == [("debate_limit_reached", {"limit": 1, "existing": 1})]
+    assert len([p for p in planes.state(plan_id).phases if p.kind == "debate"]) == 2
 
 
 @pytest.mark.parametrize("verdict", [
@@ -96,13 +115,14 @@ def test_dependents_that_already_ran_are_not_rewired() -> None:
 def test_no_debate_without_two_real_participants_of_the_set(verdict: Verdict) -> None:
     plan = team()
     check, phases = at_check(plan)
-    assert debate_insertion(plan, check, verdict, phases) is None
+    assert debate_insertion(plan, check, verdict, inputs_of(check, phases)) is None
 
 
 def test_an_empty_topic_falls_back_to_the_question() -> None:
     plan = team()
     check, phases = at_check(plan)
-    ins = debate_insertion(plan, check, Verdict(diverged=True, participants=["Marcus", "Priya"]), phases)
+    ins = debate_insertion(plan, check, Verdict(diverged=True, participants=["Marcus", "Priya"]),
+                           inputs_of(check, phases))
     assert ins is not None and ins.phases[0].meta["topic"] == plan.question
     assert [p.expert for p in ins.phases] == ["Marcus", "Priya"]
 
@@ -153,7 +173,7 @@ def test_lexical_verdict_on_what_the_offline_experts_of_the_example_write() -> N
                                                                   "first_chunk_delay": 0})
     outputs = []
     for key in ("growth", "finance"):
-        request = build_request(plan, by_key[key], dag.transitive_inputs(by_key[key], by_key), {})
+        request = build_request(plan, by_key[key], inputs_of(by_key[key], by_key.values()), {})
         outputs.append((by_key[key].expert or "", provider.complete(spec, request).text))
     first, _ = lexical_verdict(plan.question, outputs)
     again, _ = lexical_verdict(plan.question, outputs)

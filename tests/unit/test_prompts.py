@@ -13,12 +13,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from orchestrator import dag, prompts
+from orchestrator import prompts
 from orchestrator.debates import Verdict, debate_insertion
 from orchestrator.schema import BoardPlan, TeamPlan, load_plan
 from storage.records import PhaseRecord
 from tasks.llm.types import ChatRequest
-from tests.unit.stored import example, record, stored
+from tests.unit.stored import example, inputs_of, record, stored
 
 
 def text_of(p: PhaseRecord) -> str:
@@ -28,7 +28,7 @@ def text_of(p: PhaseRecord) -> str:
 def request_for(plan: BoardPlan | TeamPlan, phases: Sequence[PhaseRecord], key: str,
                 texts: dict[str, str] | None = None) -> ChatRequest:
     by_key = {p.key: p for p in phases}
-    inputs = dag.transitive_inputs(by_key[key], by_key)
+    inputs = inputs_of(by_key[key], by_key.values())
     if texts is None:
         texts = {p.id: text_of(p) for p in inputs if p.status == "completed"}
     return prompts.build_request(plan, by_key[key], inputs, texts)
@@ -152,13 +152,16 @@ def with_debate(plan: TeamPlan) -> list[PhaseRecord]:
     phases = stored(plan, pending=["check-1", "rollout", "synthesis"])
     check = next(p for p in phases if p.key == "check-1")
     verdict = Verdict(diverged=True, topic="margin vs growth", participants=["Priya", "Marcus"])
-    insertion = debate_insertion(plan, check, verdict, phases)
-    assert insertion is not None
-    extra = insertion.extra_deps
-    assert set(extra) == {"rollout", "synthesis"}
-    rewired = [dataclasses.replace(p, status="completed", depends_on=[*p.depends_on, *extra.get(p.key, [])])
+    insertion = debate_insertion(plan, check, verdict, inputs_of(check, phases))
+    assert insertion is not None and insertion.rewire == "check-1"
+    new = [n.key for n in insertion.phases]
+    top = max(p.position for p in phases) + 1
+    # as storage rewires them: the check's dependents wait for the debate; downstream reads it
+    rewired = [dataclasses.replace(p, status="completed",
+                                   depends_on=[*p.depends_on, *(new if "check-1" in p.depends_on else [])],
+                                   inputs=[*p.inputs, *(new if "check-1" in p.inputs else [])])
                for p in phases]
-    return rewired + [record(n) for n in insertion.phases]
+    return rewired + [record(dataclasses.replace(n, position=top + n.position)) for n in insertion.phases]
 
 
 def test_debate_turn_answers_the_opponents_and_asks_for_a_revised_position() -> None:

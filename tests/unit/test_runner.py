@@ -5,6 +5,7 @@ usage on record, and what the runner publishes is exactly what it stored."""
 from __future__ import annotations
 
 from storage import phases
+from storage.sqlcount import StatementCounter
 from storage.status import Outcome, PhaseStatus, PlanStatus
 from tasks.lease import Lease
 from tasks.llm.types import Completion, ModelSpec, Usage
@@ -79,3 +80,28 @@ def test_a_phase_delivered_before_its_inputs_are_done_waits_for_the_next_advance
     after = planes.state(plan_id).by_key()["r1.summary"]
     assert after.status == PhaseStatus.PENDING and after.attempt == 0 and after.enqueued_at is None
     assert [e.type for e in planes.events(plan_id)] == ["plan_submitted"]  # nothing was claimed
+
+
+def test_a_failed_phases_successors_in_the_canvas_do_nothing_and_the_plan_fails(planes: Planes) -> None:
+    plan_id = planes.coordinator.submit(example(
+        "board", rounds=1, experts=PANEL, missing_expert="fatal",
+        models={"default": {"provider": "offline", "max_retries": 0, "options": {"fail": ["Ravi"]}}})).plan_id
+    [canvas] = planes.dispatcher.take()
+    assert canvas.shape() == ["opening", ("r1.dana", "r1.ravi"), "r1.summary", "final", "advance"]
+    counter = StatementCounter().attach(planes.db.engine)
+    try:
+        planes.run_canvas(canvas)
+        refused = counter.snapshot()["statements"]
+    finally:
+        counter.detach()
+
+    assert planes.outcomes["r1.ravi"] == [Outcome.FAILED]
+    assert planes.outcomes["r1.summary"] == [None] and planes.outcomes["final"] == [None]  # not ready: no-ops
+    state = planes.state(plan_id)
+    assert state.plan.status == PlanStatus.FAILED and state.plan.error_code == "llm.unavailable"
+    assert {k: s for k, s in planes.statuses(plan_id).items() if k in ("r1.summary", "final")} == {
+        "r1.summary": PhaseStatus.SKIPPED, "final": PhaseStatus.SKIPPED}  # by the advance at the canvas's end
+    assert planes.dispatcher.take() == []  # nothing to send again
+    # each no-op cost a refused claim and the release of its enqueue mark: a transaction each
+    assert refused["storage.phases.release_waiting"] == 2 * 3  # BEGIN IMMEDIATE, UPDATE, COMMIT (SQLite)
+    assert [e.type for e in planes.events(plan_id)].count("phase_started") == 3

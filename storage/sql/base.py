@@ -1,0 +1,351 @@
+"""The hot path's shared SQL, and each operation as plain statements in one transaction.
+
+Every statement here is the same on Postgres and SQLite except the few building
+blocks a dialect overrides (:meth:`Statements.json_elements`, :meth:`Statements.insert`).
+:class:`~storage.sql.postgres.PostgresStatements` additionally folds whole operations
+into single statements with the same pieces.
+
+Statements are built once per :class:`Statements` (one per database) with bind
+parameters, and executed with values: building and cache-keying SQLAlchemy constructs
+costs more CPU than running them on a local Postgres.
+
+What the pieces guarantee:
+
+- the claim is ONE conditional UPDATE: the phase is pending (or running with an expired
+  lease), its plan is running and not cancelled, and every direct dependency is complete
+  (final, for a phase that tolerates missing inputs) — so a message that arrives before
+  its inputs, after a cancel, or for a final phase changes nothing;
+- the completing UPDATE is fenced by the attempt;
+- the usage INSERT is idempotent per (phase, attempt, seq);
+- no statement reads a plan's spec or every phase of a plan: inputs are read through the
+  phase's stored transitive ``inputs`` (one indexed SELECT joined to their contents).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
+from functools import cached_property
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Row,
+    and_,
+    bindparam,
+    case,
+    false,
+    func,
+    insert,
+    or_,
+    select,
+    tuple_,
+    update,
+)
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
+from sqlalchemy.sql import ColumnElement, Select, Update
+
+from storage import payloads
+from storage.models import Base
+from storage.payloads import NewEvent
+from storage.records import EventRecord, PhaseRecord
+from storage.status import GIVEN_UP, PHASE_FINAL, PhaseStatus, PlanStatus
+
+Executor = Session | Connection
+
+PLANS = Base.metadata.tables["plans"]
+PHASES = Base.metadata.tables["phases"]
+CONTENTS = Base.metadata.tables["contents"]
+USAGE = Base.metadata.tables["usage"]
+EVENTS = Base.metadata.tables["events"]
+
+PHASE_FIELDS = tuple(f.name for f in fields(PhaseRecord))
+_ABOUT = (PHASES.c.key, PHASES.c.expert, PHASES.c.kind, PHASES.c.round)
+
+
+def phase_record(row: Any, prefix: str = "") -> PhaseRecord:
+    """A phase record from a result row's mapping (columns named by field, after ``prefix``)."""
+    return PhaseRecord(**{name: row[prefix + name] for name in PHASE_FIELDS})
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A claim as stored: the phase as it is now (running, its new attempt), the
+    ``phase_started`` event, and its transitive inputs in plan order with the full text
+    of each completed one (phase id -> text)."""
+
+    phase: PhaseRecord
+    event: EventRecord
+    inputs: list[PhaseRecord]
+    texts: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a completing write stores besides the status (see :meth:`Statements.complete`)."""
+
+    phase_id: str
+    attempt: int
+    content_id: str
+    text: str
+    summary: str
+    truncated: bool
+    fallback: bool
+    offloaded: bool
+
+    def values(self, plan_id: str, now: datetime) -> dict[str, Any]:
+        """The bind parameters of the completing statements. Prefixed: an execution
+        parameter named like a column of an UPDATE's table would become a SET value."""
+        return {"r_plan": plan_id, "r_phase": self.phase_id, "r_attempt": self.attempt,
+                "r_content": self.content_id, "r_text": self.text, "r_chars": len(self.text),
+                "r_summary": self.summary, "r_truncated": self.truncated, "r_fallback": self.fallback,
+                "r_offloaded": self.offloaded, "r_now": now}
+
+
+@dataclass(frozen=True)
+class PlanLock:
+    """The plan row, locked by the write that finishes one of its phases."""
+
+    cancel_requested: bool
+    max_debates: int
+
+
+class Statements:
+    """The shared SQL. ``folds``: whole operations are single statements (data-modifying
+    CTEs); ``autocommit``: a one-statement unit needs no BEGIN/COMMIT."""
+
+    folds = False
+    autocommit = False
+
+    # ------------------------------------------------------------ dialect building blocks
+
+    def json_elements(self, column: ColumnElement[Any]) -> Any:
+        """The elements of a JSON array of strings, as a table-valued function with a
+        ``value`` column (correlated to ``column``'s row)."""
+        raise NotImplementedError
+
+    def insert(self, table: Any) -> Any:
+        """The dialect's INSERT, which has ``on_conflict_do_nothing``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ shared expressions
+
+    def ready(self, phase: Any = PHASES) -> ColumnElement[bool]:
+        """Every direct dependency of ``phase``'s row is complete — or final, for a phase
+        that tolerates missing inputs (a board's round summary). Unknown keys never count."""
+        dep = PHASES.alias("dep")
+        deps = self.json_elements(phase.c.depends_on)
+        tolerant = func.coalesce(phase.c.meta["tolerate_failed_deps"].as_boolean(), false())
+        usable = or_(dep.c.status == PhaseStatus.COMPLETED, and_(tolerant, dep.c.status.in_(GIVEN_UP)))
+        satisfied = (select(func.count()).select_from(dep)
+                     .where(dep.c.plan_id == phase.c.plan_id, dep.c.key.in_(select(deps.c.value)), usable)
+                     .scalar_subquery())
+        return satisfied == func.json_array_length(phase.c.depends_on)
+
+    def ready_since_cutoff(self, cutoff: datetime) -> ColumnElement[bool]:
+        """A pending phase whose direct dependencies all became final before ``cutoff``
+        (a phase without dependencies qualifies): it could have been claimed since."""
+        dep = PHASES.alias("dep")
+        deps = self.json_elements(PHASES.c.depends_on)
+        settled = (select(func.count()).select_from(dep)
+                   .where(dep.c.plan_id == PHASES.c.plan_id, dep.c.key.in_(select(deps.c.value)),
+                          dep.c.status.in_(PHASE_FINAL), dep.c.finished_at < cutoff)
+                   .scalar_subquery())
+        return settled == func.json_array_length(PHASES.c.depends_on)
+
+    @staticmethod
+    def final_count() -> ColumnElement[int]:
+        return func.coalesce(func.sum(case((PHASES.c.status.in_(PHASE_FINAL), 1), else_=0)), 0)
+
+    def inputs_of(self, plan_id: Any, keys: Any) -> Select[Any]:
+        """The phases named by ``keys`` (a list, or a SELECT of keys) with the full text of
+        the completed ones, in plan order: one indexed SELECT on (plan_id, key)."""
+        return (select(*[PHASES.c[name] for name in PHASE_FIELDS], CONTENTS.c.text)
+                .select_from(PHASES.outerjoin(CONTENTS, CONTENTS.c.phase_id == PHASES.c.id))
+                .where(PHASES.c.plan_id == plan_id, PHASES.c.key.in_(keys))
+                .order_by(PHASES.c.position))
+
+    def finish_update(self, phase_id: Any, attempt: Any, **values: Any) -> Update:
+        """The fenced UPDATE that ends a running attempt; clears the lease with it."""
+        return (update(PHASES)
+                .where(PHASES.c.id == phase_id, PHASES.c.attempt == attempt, PHASES.c.status == PhaseStatus.RUNNING)
+                .values(lease_owner=None, lease_expires_at=None, **values))
+
+    # ------------------------------------------------------------ statements, built once
+
+    @cached_property
+    def claim_update(self) -> Update:
+        """The conditional UPDATE that claims a phase (see the module docstring).
+        Parameters: ``phase_id``, ``owner``, ``now``, ``expires``."""
+        live_plan = (select(PLANS.c.id).where(PLANS.c.id == PHASES.c.plan_id, PLANS.c.status == PlanStatus.RUNNING,
+                                              PLANS.c.cancel_requested.is_(False)).exists())
+        now = bindparam("now", type_=PHASES.c.started_at.type)
+        takeable = or_(PHASES.c.status == PhaseStatus.PENDING,
+                       and_(PHASES.c.status == PhaseStatus.RUNNING, PHASES.c.lease_expires_at < now))
+        return (update(PHASES)
+                .where(PHASES.c.id == bindparam("phase_id"), takeable, live_plan, self.ready())
+                .values(status=PhaseStatus.RUNNING, attempt=PHASES.c.attempt + 1, lease_owner=bindparam("owner"),
+                        lease_expires_at=bindparam("expires", type_=PHASES.c.started_at.type), started_at=now,
+                        enqueued_at=None))
+
+    @cached_property
+    def _claim_returning(self) -> Update:
+        return self.claim_update.returning(*[PHASES.c[name] for name in PHASE_FIELDS])
+
+    @cached_property
+    def _progress(self) -> Any:
+        return select(self.final_count(), func.count()).where(PHASES.c.plan_id == bindparam("plan_id"))
+
+    @cached_property
+    def _event_insert(self) -> Any:
+        return (insert(EVENTS).values(plan_id=bindparam("plan_id"), phase_key=bindparam("phase_key"),
+                                      type=bindparam("type"), data=bindparam("data", type_=JSON),
+                                      created_at=bindparam("now", type_=EVENTS.c.created_at.type))
+                .returning(EVENTS.c.id))
+
+    @cached_property
+    def _inputs(self) -> Select[Any]:
+        return self.inputs_of(bindparam("plan_id"), bindparam("keys", expanding=True))
+
+    @cached_property
+    def _lock(self) -> Update:
+        return (update(PLANS).where(PLANS.c.id == bindparam("plan_id"))
+                .values(updated_at=bindparam("now", type_=PLANS.c.updated_at.type))
+                .returning(PLANS.c.cancel_requested, PLANS.c.max_debates))
+
+    @cached_property
+    def _content_insert(self) -> Any:
+        return (self.insert(CONTENTS)
+                .values(id=bindparam("r_content"), plan_id=bindparam("r_plan"), phase_id=bindparam("r_phase"),
+                        attempt=bindparam("r_attempt"), text=bindparam("r_text"), chars=bindparam("r_chars"),
+                        created_at=bindparam("r_now", type_=CONTENTS.c.created_at.type))
+                .on_conflict_do_nothing(index_elements=[CONTENTS.c.phase_id]))
+
+    def completed_values(self) -> dict[str, Any]:
+        """The status columns of a completion, as bind parameters."""
+        return {"status": PhaseStatus.COMPLETED, "summary": bindparam("r_summary", type_=PHASES.c.summary.type),
+                "truncated": bindparam("r_truncated", type_=PHASES.c.truncated.type),
+                "finished_at": bindparam("r_now", type_=PHASES.c.finished_at.type),
+                "error_code": None, "error_message": None}
+
+    @cached_property
+    def _store(self) -> Update:
+        return (self.finish_update(bindparam("r_phase"), bindparam("r_attempt"), **self.completed_values())
+                .returning(*_ABOUT))
+
+    @cached_property
+    def _usage_insert(self) -> Any:
+        return (self.insert(USAGE).values({c: bindparam(c) for c in (
+            "plan_id", "phase_id", "attempt", "seq", "purpose", "model", "input_tokens", "output_tokens", "source",
+            "method")}).on_conflict_do_nothing(index_elements=[USAGE.c.phase_id, USAGE.c.attempt, USAGE.c.seq]))
+
+    @cached_property
+    def _renew(self) -> Update:
+        cancelled = select(PLANS.c.cancel_requested).where(PLANS.c.id == PHASES.c.plan_id).scalar_subquery()
+        return (update(PHASES)
+                .where(tuple_(PHASES.c.id, PHASES.c.attempt).in_(bindparam("held", expanding=True)),
+                       PHASES.c.status == PhaseStatus.RUNNING)
+                .values(lease_expires_at=bindparam("expires", type_=PHASES.c.lease_expires_at.type))
+                .returning(PHASES.c.id, cancelled))
+
+    @cached_property
+    def _release(self) -> Update:
+        return (update(PHASES).where(PHASES.c.id == bindparam("phase_id"), PHASES.c.status == PhaseStatus.PENDING,
+                                     ~self.ready())
+                .values(enqueued_at=None))
+
+    # ------------------------------------------------------------ operations, as plain statements
+
+    def claim(self, conn: Executor, phase_id: str, *, owner: str, now: datetime, lease: timedelta) -> Claimed | None:
+        """Claim a phase, store ``phase_started`` and read its inputs, in the caller's
+        transaction. None when the claim was refused (nothing written)."""
+        row = conn.execute(self._claim_returning, {"phase_id": phase_id, "owner": owner, "now": now,
+                                                   "expires": now + lease}).first()
+        if row is None:
+            return None
+        phase = phase_record(row._mapping)
+        k, n = self.progress(conn, phase.plan_id)
+        event = self.append(conn, phase.plan_id, payloads.phase_started(phase, attempt=phase.attempt, worker=owner,
+                                                                        k=k, n=n), now)
+        inputs, texts = self.read_inputs(conn, phase.plan_id, phase.inputs)
+        return Claimed(phase, event, inputs, texts)
+
+    def read_inputs(self, conn: Executor, plan_id: str,
+                    keys: Sequence[str]) -> tuple[list[PhaseRecord], dict[str, str]]:
+        if not keys:
+            return [], {}
+        return split_inputs(conn.execute(self._inputs, {"plan_id": plan_id, "keys": list(keys)}).all())
+
+    def progress(self, conn: Executor, plan_id: str) -> tuple[int, int]:
+        """(k, n): phases of the plan final, and in all."""
+        k, n = conn.execute(self._progress, {"plan_id": plan_id}).one()
+        return int(k or 0), int(n or 0)
+
+    def append(self, conn: Executor, plan_id: str, event: NewEvent, now: datetime) -> EventRecord:
+        """Append one event (transactional outbox); returns it as stored."""
+        event_id = conn.execute(self._event_insert, {"plan_id": plan_id, "phase_key": event.phase_key,
+                                                     "type": event.type, "data": event.data,
+                                                     "now": now}).scalar_one()
+        return EventRecord(id=event_id, plan_id=plan_id, phase_key=event.phase_key, type=event.type,
+                           data=event.data, created_at=now)
+
+    def lock_plan(self, conn: Executor, plan_id: str, now: datetime) -> PlanLock | None:
+        """Lock the plan row — the first act of every write that finishes a phase, so those
+        writes serialise per plan (progress k/n is exact) and never deadlock — and read the
+        plan's mutable settings under the lock."""
+        row = conn.execute(self._lock, {"plan_id": plan_id, "now": now}).first()
+        return None if row is None else PlanLock(bool(row[0]), int(row[1]))
+
+    def store_result(self, conn: Executor, plan_id: str, r: Result, now: datetime) -> Row[Any] | None:
+        """Content, then the fenced status update. Returns the phase's (key, expert, kind,
+        round), or None when another attempt owns the phase (the caller rolls back: the
+        content row must not outlive it)."""
+        values = r.values(plan_id, now)
+        conn.execute(self._content_insert, values)
+        return conn.execute(self._store, values).first()
+
+    def complete(self, conn: Executor, plan_id: str, r: Result,
+                 now: datetime) -> tuple[EventRecord, int, int] | None:
+        """The happy path of a completion after the plan lock: content → fenced status →
+        ``phase_completed`` with the progress counted after it. None when fenced."""
+        about = self.store_result(conn, plan_id, r, now)
+        if about is None:
+            return None
+        k, n = self.progress(conn, plan_id)
+        event = self.append(conn, plan_id, completed_event(about, r, k, n), now)
+        return event, k, n
+
+    def renew(self, conn: Executor, held: Sequence[tuple[str, int]], expires: datetime) -> dict[str, bool]:
+        """Renew every held lease in one statement and learn, in the same statement, which
+        plans were cancelled. ``{phase_id: keep_going}``."""
+        rows = conn.execute(self._renew, {"held": [tuple(h) for h in held], "expires": expires}).all()
+        renewed = {pid: not bool(c) for pid, c in rows}
+        return {pid: renewed.get(pid, False) for pid, _ in held}
+
+    def insert_usage(self, conn: Executor, values: Mapping[str, Any]) -> bool:
+        """One model call's usage; False when that (phase, attempt, seq) is already on record."""
+        res = conn.execute(self._usage_insert, dict(values))
+        return bool(res.rowcount)  # type: ignore[attr-defined]
+
+    def release_waiting(self, conn: Executor, phase_id: str) -> bool:
+        """A message arrived before its phase was ready: clear its enqueue mark so the next
+        advance (or the reconciler) sends it again. True when the phase is waiting."""
+        res = conn.execute(self._release, {"phase_id": phase_id})
+        return bool(res.rowcount)  # type: ignore[attr-defined]
+
+
+def split_inputs(rows: Sequence[Any]) -> tuple[list[PhaseRecord], dict[str, str]]:
+    inputs, texts = [], {}
+    for row in rows:
+        record = phase_record(row._mapping)
+        inputs.append(record)
+        if row.text is not None:
+            texts[record.id] = row.text
+    return inputs, texts
+
+
+def completed_event(about: Any, r: Result, k: int, n: int) -> NewEvent:
+    return payloads.phase_completed(about, attempt=r.attempt, chars=len(r.text), truncated=r.truncated,
+                                    fallback=r.fallback, offloaded=r.offloaded, summary=r.summary, k=k, n=n)

@@ -1,0 +1,186 @@
+"""Postgres: the shared statements, folded into one statement per operation with
+data-modifying CTEs.
+
+- claim: the conditional UPDATE, the ``phase_started`` INSERT and the SELECT of the inputs
+  with their full texts — one statement, run in autocommit (atomic on its own);
+- completion (after the plan lock): the fenced UPDATE, the content INSERT (only if the
+  UPDATE matched) and the ``phase_completed`` INSERT with progress counted in the same
+  snapshot — one statement.
+
+The events are still made by their builders in :mod:`storage.payloads`: the builder is
+called once, when the statement is built, with column expressions and bind parameters
+for its values, and :func:`json_object` renders the dict it returns, keys in its order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from functools import cached_property
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Float,
+    Integer,
+    String,
+    Text,
+    bindparam,
+    cast,
+    func,
+    insert,
+    literal,
+    null,
+    select,
+    true,
+)
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.sql import ColumnElement, Select
+
+from storage import payloads
+from storage.models import UTCDateTime
+from storage.records import EventRecord
+from storage.sql.base import (
+    CONTENTS,
+    EVENTS,
+    PHASE_FIELDS,
+    PHASES,
+    Claimed,
+    Executor,
+    Result,
+    Statements,
+    phase_record,
+    split_inputs,
+)
+
+_EVENT_COLUMNS = ["plan_id", "phase_key", "type", "data", "created_at"]
+
+
+def sql(expression: Any) -> Any:
+    """A column expression or bind parameter standing in for a value the statement knows."""
+    return expression
+
+
+class _Columns:
+    """A phase's columns, standing in for its values in an event builder."""
+
+    def __init__(self, c: Any) -> None:
+        self.key: Any = c.key
+        self.expert: Any = c.expert
+        self.kind: Any = c.kind
+        self.round: Any = c.round
+
+
+def json_value(value: Any) -> ColumnElement[Any]:
+    if isinstance(value, ColumnElement):
+        return value
+    if value is None:
+        return null()
+    if isinstance(value, bool):
+        return literal(value, Boolean)
+    if isinstance(value, int):
+        return literal(value, Integer)
+    if isinstance(value, float):
+        return literal(value, Float)
+    if isinstance(value, str):
+        return literal(value, Text)
+    return cast(literal(json.dumps(value), Text), JSON)
+
+
+def json_object(data: Mapping[str, Any]) -> ColumnElement[Any]:
+    """An event builder's data as a ``json_build_object`` (keys in the builder's order)."""
+    args: list[ColumnElement[Any]] = []
+    for key, value in data.items():
+        args += [literal(key, String), json_value(value)]
+    return func.json_build_object(*args, type_=JSON)
+
+
+def _now(name: str = "now") -> Any:
+    return bindparam(name, type_=UTCDateTime())
+
+
+class PostgresStatements(Statements):
+    folds = True
+    autocommit = True
+
+    def json_elements(self, column: ColumnElement[Any]) -> Any:
+        return func.json_array_elements_text(column).table_valued("value")
+
+    def insert(self, table: Any) -> Any:
+        return pg_insert(table)
+
+    @cached_property
+    def _claim_fold(self) -> tuple[Select[Any], str]:
+        claimed = self.claim_update.returning(*[PHASES.c[name] for name in PHASE_FIELDS]).cte("claimed")
+        counts = (select(self.final_count().label("k"), func.count().label("n")).select_from(PHASES)
+                  .where(PHASES.c.plan_id == select(claimed.c.plan_id).scalar_subquery()).cte("counts"))
+        event = payloads.phase_started(_Columns(claimed.c), attempt=sql(claimed.c.attempt),
+                                       worker=sql(bindparam("owner", type_=Text)), k=sql(counts.c.k),
+                                       n=sql(counts.c.n))
+        started = (insert(EVENTS)
+                   .from_select(_EVENT_COLUMNS,
+                                select(claimed.c.plan_id, json_value(event.phase_key), literal(event.type, String),
+                                       json_object(event.data), _now())
+                                .select_from(claimed.join(counts, true())))
+                   .returning(EVENTS.c.id, EVENTS.c.data).cte("started"))
+        inputs = self.inputs_of(claimed.c.plan_id, select(self.json_elements(claimed.c.inputs).c.value)).lateral("inp")
+        statement = (select(*[claimed.c[name].label(f"p_{name}") for name in PHASE_FIELDS],
+                            started.c.id.label("event_id"), started.c.data.label("event_data"),
+                            *[inputs.c[name] for name in PHASE_FIELDS], inputs.c.text)
+                     .select_from(claimed.join(started, true()).outerjoin(inputs, true()))
+                     .order_by(inputs.c.position))
+        return statement, event.type
+
+    def claim(self, conn: Executor, phase_id: str, *, owner: str, now: datetime, lease: timedelta) -> Claimed | None:
+        statement, kind = self._claim_fold
+        rows = conn.execute(statement, {"phase_id": phase_id, "owner": owner, "now": now,
+                                        "expires": now + lease}).all()
+        if not rows:
+            return None
+        first = rows[0]._mapping
+        phase = phase_record(first, "p_")
+        stored = EventRecord(id=first["event_id"], plan_id=phase.plan_id, phase_key=phase.key, type=kind,
+                             data=first["event_data"], created_at=now)
+        inputs, texts = split_inputs([r for r in rows if r.id is not None])
+        return Claimed(phase, stored, inputs, texts)
+
+    @cached_property
+    def _complete_fold(self) -> tuple[Select[Any], str]:
+        done = (self.finish_update(bindparam("r_phase"), bindparam("r_attempt"), **self.completed_values())
+                .returning(PHASES.c.id, PHASES.c.key, PHASES.c.expert, PHASES.c.kind, PHASES.c.round).cte("done"))
+        plan_id = bindparam("r_plan", type_=String)
+        stored = (insert(CONTENTS)
+                  .from_select(["id", "plan_id", "phase_id", "attempt", "text", "chars", "created_at"],
+                               select(bindparam("r_content", type_=String), plan_id, done.c.id,
+                                      bindparam("r_attempt", type_=Integer), bindparam("r_text", type_=Text),
+                                      bindparam("r_chars", type_=Integer), _now("r_now")))
+                  .returning(CONTENTS.c.phase_id).cte("stored"))
+        # the phase is still running in this statement's snapshot: it is the +1
+        counts = (select((self.final_count() + 1).label("k"), func.count().label("n")).select_from(PHASES)
+                  .where(PHASES.c.plan_id == plan_id).cte("counts"))
+        event = payloads.phase_completed(
+            _Columns(done.c), attempt=sql(bindparam("r_attempt", type_=Integer)),
+            chars=sql(bindparam("r_chars", type_=Integer)),
+            truncated=sql(bindparam("r_truncated", type_=Boolean)),
+            fallback=sql(bindparam("r_fallback", type_=Boolean)),
+            offloaded=sql(bindparam("r_offloaded", type_=Boolean)),
+            summary=sql(bindparam("r_summary", type_=Text)), k=sql(counts.c.k), n=sql(counts.c.n))
+        appended = (insert(EVENTS)
+                    .from_select(_EVENT_COLUMNS,
+                                 select(plan_id, json_value(event.phase_key), literal(event.type, String),
+                                        json_object(event.data), _now("r_now"))
+                                 .select_from(done.join(stored, true()).join(counts, true())))
+                    .returning(EVENTS.c.id, EVENTS.c.phase_key, EVENTS.c.data).cte("appended"))
+        return select(appended.c.id, appended.c.phase_key, appended.c.data), event.type
+
+    def complete(self, conn: Executor, plan_id: str, r: Result,
+                 now: datetime) -> tuple[EventRecord, int, int] | None:
+        statement, kind = self._complete_fold
+        row = conn.execute(statement, r.values(plan_id, now)).first()
+        if row is None:
+            return None
+        data = dict(row.data)
+        return (EventRecord(id=row.id, plan_id=plan_id, phase_key=row.phase_key, type=kind, data=data,
+                            created_at=now), int(data["k"]), int(data["n"]))
