@@ -56,6 +56,7 @@ from orchestrator.errors import InvalidConfiguration, InvalidPlan
 from orchestrator.schema import BoardPlan, ModelConfig, TeamPlan
 from orchestrator.settings import OWN_PREFIX, Settings
 from tasks.llm.errors import EgressRefused, ModelNotAllowed
+from tasks.llm.offline.options import option_problems
 from tasks.llm.types import ModelSpec
 
 Plan = BoardPlan | TeamPlan
@@ -156,6 +157,15 @@ class _Problem:
     egress: bool = False  # an egress refusal (llm.egress_refused) rather than a model refusal
 
 
+def _option_problems(name: str, cfg: ModelConfig, *, testing: bool) -> list[_Problem]:
+    """An offline model's options out of bounds, or fault switches outside testing mode
+    (``models.<name>.options.<option>``); checked again by the provider at call time."""
+    if cfg.provider != "offline":
+        return []
+    return [_Problem(f"models.{name}.options.{option}", message)
+            for option, message in option_problems(cfg.options, testing=testing)]
+
+
 class ModelResolver:
     """Turns (plan, model name) into a :class:`ModelSpec` under ``settings`` and the
     operator's registry; see the module docstring for the rules."""
@@ -168,14 +178,28 @@ class ModelResolver:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ModelResolver:
-        return cls(settings, load_registry(settings.models) if settings.models is not None else {})
+        """The resolver of this process; a registry whose offline models ask for fault switches
+        outside testing mode (or have bad options) refuses to start, naming the option."""
+        registry = load_registry(settings.models) if settings.models is not None else {}
+        for name, entry in registry.items():
+            problems = _option_problems(name, entry, testing=settings.testing)
+            if problems:
+                where = f"CONCLAVE_MODELS ({settings.models})"
+                details = [{"field": p.field, "message": p.message, "file": str(settings.models)} for p in problems]
+                raise InvalidConfiguration(f"{where}: {problems[0].field}: {problems[0].message}", details=details)
+        return cls(settings, registry)
 
     # ------------------------------------------------------------------ submit time
 
     def check_plan(self, plan: Plan) -> None:
         """Refuse a plan whose models this deployment will not run (:class:`InvalidPlan`
         naming ``models.<name>[.<field>]``, ``experts[i].model`` or ``moderator.model``)."""
-        problems = [p for name, cfg in plan.models.items() for p in self._plan_model_problems(name, cfg)]
+        problems = []
+        for name, cfg in plan.models.items():
+            refused = self._plan_model_problems(name, cfg)
+            problems += refused
+            if not any(p.field == f"models.{name}" for p in refused):  # a refused model's options are moot
+                problems += _option_problems(name, cfg, testing=self.settings.testing)
         for field, expert in plan.named_experts():
             message = self._reference_problem(plan, expert.model)
             if message is not None:

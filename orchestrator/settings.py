@@ -71,7 +71,8 @@ class Settings(BaseSettings):
     call_deadline: float = Field(300.0, gt=0, description="Stream guard: overall deadline of a call (s)")
     max_output_tokens: int = Field(1024, ge=16, description="Default output reserve per call")
     context_window: int = Field(32768, ge=512, description="Default model context window (tokens)")
-    offline_latency: float = Field(0.02, ge=0, description="Offline provider: seconds between chunks")
+    offline_latency: float = Field(  # the bound is OfflineOptions.latency's (tasks.llm.offline.options)
+        0.02, ge=0, le=2.0, description="Offline provider: seconds between chunks (at most 2)")
 
     log_level: str = Field("INFO", description="Log level of entry points")
     api_token: SecretStr | None = Field(
@@ -87,7 +88,8 @@ class Settings(BaseSettings):
     allowed_base_urls: StrList = Field(
         default_factory=list, description="Cluster: URL patterns a plan-defined model's base_url must match")
     submit_rate: int = Field(600, ge=0, description="Submissions per minute per tenant (0: no limit)")
-    testing: bool = Field(False, description="Accept test-only behaviour (fault switches); never in production")
+    testing: bool = Field(False, description="Accept test-only behaviour (the offline model's fault switches), "
+                                             "on the API and on each worker; never in production")
 
     @field_validator("api_token_scopes", "allowed_key_envs", "allowed_base_urls", mode="before")
     @classmethod

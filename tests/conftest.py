@@ -73,14 +73,15 @@ REGISTRY = ROOT / "tests" / "data" / "registry.yaml"
 @pytest.fixture()
 def settings(clean_db: str, redis_url: str) -> Any:
     """Cluster settings with short timings so recovery paths run in seconds. The operator
-    registered the offline model as ``default`` and lets plans define models (the
-    durability tests drive the offline model's options); tests of the trust boundary
-    build their own settings without that opt-in."""
+    registered the offline model as ``default``, lets plans define models and runs in
+    testing mode (the durability tests drive the offline model's options and its fault
+    switches: ``hang``, ``fail``, …); tests of the trust boundary build their own
+    settings without these opt-ins."""
     from orchestrator.settings import Settings
 
     return Settings(database_url=clean_db, broker_url=redis_url, concurrency=8, lease_seconds=3.0,
                     requeue_after=4.0, reconcile_interval=1.0, offline_latency=0.0, db_retry_seconds=30.0,
-                    resume_guard_seconds=10.0, models=REGISTRY, allow_plan_models=True)
+                    resume_guard_seconds=10.0, models=REGISTRY, allow_plan_models=True, testing=True)
 
 
 def settings_env(settings: Any) -> dict[str, str]:
@@ -273,4 +274,4 @@ def private_settings(clean_db: str, redis_server: RedisServer) -> Any:
 
     return Settings(database_url=clean_db, broker_url=redis_server.url(0), concurrency=8, lease_seconds=3.0,
                     requeue_after=4.0, reconcile_interval=1.0, offline_latency=0.0, db_retry_seconds=30.0,
-                    resume_guard_seconds=10.0, models=REGISTRY, allow_plan_models=True)
+                    resume_guard_seconds=10.0, models=REGISTRY, allow_plan_models=True, testing=True)

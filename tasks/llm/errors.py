@@ -14,10 +14,17 @@
         ├── CallCancelled         llm.cancelled
         ├── ProviderMisconfigured llm.misconfigured
         ├── ModelNotAllowed       llm.model_not_allowed (not registered / not allowed by the operator)
-        └── EgressRefused         llm.egress_refused    (the URL or an address it reaches is refused)
+        ├── EgressRefused         llm.egress_refused    (the URL or an address it reaches is refused)
+        └── FaultNotAllowed       llm.fault_not_allowed (a fault switch outside testing mode)
+
+``message`` is public: it is stored as the phase's error and shown by the API and
+the event stream, so it is built from safe parts only — our own words, a status, a
+provider error code that passed :func:`tasks.llm.upstream.safe_code` — never from
+what an upstream server said. That goes in ``detail`` (redacted, truncated), which
+the gateway logs on the worker and which is never stored, shown or pickled.
 
 Errors cross process boundaries (Celery task results), so they are plain
-picklable exceptions: every constructor argument is stored in ``args``.
+picklable exceptions: every constructor argument but ``detail`` is stored in ``args``.
 ``usage`` carries what the provider reported before the failure, so that
 tokens spent by a failed call are still on record.
 """
@@ -32,11 +39,13 @@ from tasks.llm.usage import Usage
 class LLMError(Exception):
     code = "llm.error"
 
-    def __init__(self, message: str, *, usage: Usage | None = None, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, *, usage: Usage | None = None, retry_after: float | None = None,
+                 detail: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.usage = usage
         self.retry_after = retry_after
+        self.detail = detail  # what the provider said, redacted: for the worker log only
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (type(self), self.message, self.usage, self.retry_after))
@@ -109,3 +118,10 @@ class EgressRefused(FatalError):
     (:mod:`tasks.llm.egress`); also a redirect, which model calls never follow."""
 
     code = "llm.egress_refused"
+
+
+class FaultNotAllowed(FatalError):
+    """A test-only behaviour (an offline model's fault switch) was asked for in a
+    process that is not in testing mode (``CONCLAVE_TESTING``)."""
+
+    code = "llm.fault_not_allowed"

@@ -110,6 +110,9 @@ class Gateway:
             try:
                 completion = guarded_call(provider, spec, request, on_text=on_text, should_stop=should_stop)
             except LLMError as exc:
+                if exc.detail:  # what the provider said, redacted: the worker's log only, never stored
+                    logger.warning("action=llm_upstream_error model=%s purpose=%s code=%s reason=%s upstream=%s",
+                                   spec.name, request.purpose, exc.code, exc.message, exc.detail)
                 self._after(spec, request, exc.usage, exc)
                 delay = self._retry_delay(spec, exc, retries)
                 if delay is None:
@@ -157,8 +160,9 @@ class Gateway:
             remaining -= step
 
 
-def default_providers(offline: Provider | None = None) -> dict[str, Provider]:
-    """The built-in providers by name; "offline" too when given or importable."""
+def default_providers(offline: Provider | None = None, *, testing: bool = False) -> dict[str, Provider]:
+    """The built-in providers by name; "offline" too when given or importable (its fault
+    switches on only with ``testing``: the process's own ``CONCLAVE_TESTING``)."""
     from tasks.llm.anthropic import AnthropicProvider
     from tasks.llm.ollama import OllamaProvider
     from tasks.llm.openai import OpenAIProvider
@@ -174,7 +178,7 @@ def default_providers(offline: Provider | None = None) -> dict[str, Provider]:
         except ImportError:
             logger.debug("action=offline_provider_unavailable")
         else:
-            offline = OfflineProvider()
+            offline = OfflineProvider(testing=testing)
     if offline is not None:
         providers["offline"] = offline
     return providers

@@ -34,10 +34,20 @@ def template_db(fast_dir: Path) -> Path:
     return migrated_template(fast_dir)
 
 
-@pytest.fixture()
-def planes(template_db: Path, fast_dir: Path) -> Iterator[Planes]:
+def _planes(template_db: Path, fast_dir: Path, **settings: object) -> Iterator[Planes]:
     directory = Path(tempfile.mkdtemp(dir=fast_dir))
-    p = Planes.open(template_db, directory)
+    p = Planes.open(template_db, directory, **settings)
     yield p
     p.close()
     shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture()
+def planes(template_db: Path, fast_dir: Path) -> Iterator[Planes]:
+    yield from _planes(template_db, fast_dir)
+
+
+@pytest.fixture()
+def testing_planes(template_db: Path, fast_dir: Path) -> Iterator[Planes]:
+    """Planes in testing mode (``CONCLAVE_TESTING``): plans may use the offline model's fault switches."""
+    yield from _planes(template_db, fast_dir, testing=True)

@@ -57,7 +57,7 @@ class Planes:
         db = connect(url)
         dispatcher, bus = RecordingDispatcher(), MemoryBus()
         return cls(db, s, dispatcher, bus, Coordinator(db, s, dispatcher, bus),
-                   PhaseRunner(db, s, bus, {"offline": OfflineProvider()}))
+                   PhaseRunner(db, s, bus, {"offline": OfflineProvider(testing=s.testing)}))
 
     def close(self) -> None:
         self.db.dispose()

@@ -17,12 +17,20 @@ should read like a real meeting. It guarantees:
   summaries attribute positions and name absent experts.
 * **Honest usage.** Tokens are estimated as characters / 4 and reported with
   ``source="estimated"``, ``method="offline:chars/4"``.
-* **Fault modes** for benchmarks and crash tests, all from ``spec.options``:
-  ``latency``, ``first_chunk_delay``, ``chunk_chars``, ``words``, ``hang`` (+
-  ``hang_seconds``), ``fail``, ``break_after_chars``, ``stances`` and
-  ``malformed_divergence``. ``break_after_chars`` only breaks the stream;
-  ``complete()`` (the gateway's non-streaming fallback) still returns the
-  whole text. A hang can be cut short with :meth:`OfflineProvider.release`.
+* **Bounded, and faulty only on request.** ``spec.options`` are
+  :class:`~tasks.llm.offline.options.OfflineOptions`: ``latency``,
+  ``first_chunk_delay``, ``chunk_chars``, ``words`` and ``stances`` are bounded; the
+  fault switches (``hang`` + ``hang_seconds``, ``fail``, ``break_after_chars``,
+  ``malformed_divergence``, a long ``first_chunk_delay``) run only in a provider
+  built with ``testing=True`` (the worker's ``CONCLAVE_TESTING``) — otherwise the
+  call fails with ``llm.fault_not_allowed``, whatever the stored plan says.
+  ``break_after_chars`` only breaks the stream; ``complete()`` (the gateway's
+  non-streaming fallback) still returns the whole text. A hang can be cut short
+  with :meth:`OfflineProvider.release`.
+* **Stoppable, and lazy.** ``stream()`` returns an :class:`OfflineStream` that the
+  stream guard can ``abort()`` from another thread (on cancellation, a lost lease, a
+  worker's shutdown or a timeout): its waits end at once and it writes nothing more.
+  The text is written piece by piece as it is streamed, never ahead of the reader.
 
 This module is the provider (options, timing, faults, usage). What it says is
 written elsewhere: :mod:`~tasks.llm.offline.reading` reads the request,
@@ -36,12 +44,12 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
-from tasks.llm.errors import ProviderUnavailable
+from tasks.llm.errors import ProviderUnavailable, StreamStalled
 from tasks.llm.offline.options import OfflineOptions
 from tasks.llm.offline.reading import speaker_of
-from tasks.llm.offline.writing import render
+from tasks.llm.offline.writing import render, render_pieces
 from tasks.llm.types import (
     ChatRequest,
     Completion,
@@ -57,71 +65,115 @@ USAGE_METHOD = "offline:chars/4"
 
 # --- the provider ------------------------------------------------------------
 
+HANG_POLL = 0.05  # seconds between checks of release() and abort() while hanging
+
+
+class OfflineStream:
+    """What :meth:`OfflineProvider.stream` returns: an iterator of stream events, like
+    the generator it wraps (``next``, ``close`` from the thread that iterates), plus
+    ``abort()``, safe from any thread, which ends its waits at once; the next step
+    then raises ``StreamStalled`` instead of writing on."""
+
+    def __init__(self, events: Callable[[OfflineStream], Iterator[StreamEvent]]) -> None:
+        self._aborted = threading.Event()
+        self._events = events(self)
+
+    def __iter__(self) -> OfflineStream:
+        return self
+
+    def __next__(self) -> StreamEvent:
+        return next(self._events)
+
+    def close(self) -> None:
+        close = getattr(self._events, "close", None)
+        if close is not None:
+            close()
+
+    def abort(self) -> None:
+        self._aborted.set()
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted.is_set()
+
+    def wait(self, seconds: float) -> None:
+        """Sleeps ``seconds`` unless aborted meanwhile; raises ``StreamStalled`` if aborted."""
+        if self._aborted.wait(seconds) if seconds > 0 else self._aborted.is_set():
+            raise StreamStalled("offline stream aborted")
+
 
 class OfflineProvider:
-    """Deterministic, key-less provider (see the module docstring)."""
+    """Deterministic, key-less provider (see the module docstring). Fault switches run
+    only when it is built with ``testing=True``."""
 
     name = "offline"
 
-    def __init__(self) -> None:
+    def __init__(self, *, testing: bool = False) -> None:
+        self.testing = testing
         self._released = threading.Event()
 
     def release(self) -> None:
         """End every current and future simulated hang (for tests and shutdown)."""
         self._released.set()
 
-    def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[StreamEvent]:
-        opts = OfflineOptions.parse(spec.options)
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> OfflineStream:
+        return OfflineStream(lambda handle: self._events(handle, spec, request))
+
+    def _events(self, handle: OfflineStream, spec: ModelSpec, request: ChatRequest) -> Iterator[StreamEvent]:
+        opts = OfflineOptions.parse(spec.options, testing=self.testing)
         speaker = speaker_of(request)
         input_tokens = _input_tokens(request)
-        self._faults(opts, speaker, input_tokens)
-        text = render(request, opts)
-        chunks = _chunks(text, opts.chunk_chars)
+        self._faults(opts, speaker, input_tokens, handle)
+        limit = opts.break_after_chars
+        chunks = _chunks(render_pieces(request, opts), opts.chunk_chars)
         sent = 0
-        for i, chunk in enumerate(chunks):
-            delay = opts.first_chunk_delay if i == 0 else opts.latency
-            if delay:
-                time.sleep(delay)
-            if opts.break_after_chars is not None and sent + len(chunk) >= opts.break_after_chars:
-                part = chunk[: opts.break_after_chars - sent]
+        delay = opts.first_delay
+        for chunk in chunks:
+            handle.wait(delay)
+            delay = opts.latency
+            if limit is not None and sent + len(chunk) >= limit:
+                part = chunk[: limit - sent]
                 if part:
                     sent += len(part)
                     yield TextDelta(part)
-                if sent < len(text):
+                if len(part) < len(chunk) or next(chunks, None) is not None:
                     raise ProviderUnavailable(
                         f"offline provider: stream broken after {sent} characters (break_after_chars)",
                         usage=_usage(input_tokens, sent),
                     )
-                continue
+                break
             sent += len(chunk)
             yield TextDelta(chunk)
-        yield UsageReport(_usage(input_tokens, len(text)))
+        yield UsageReport(_usage(input_tokens, sent))
 
     def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
-        opts = OfflineOptions.parse(spec.options)
+        opts = OfflineOptions.parse(spec.options, testing=self.testing)
         speaker = speaker_of(request)
         input_tokens = _input_tokens(request)
-        self._faults(opts, speaker, input_tokens)
+        self._faults(opts, speaker, input_tokens, None)
         text = render(request, opts)
-        n = len(_chunks(text, opts.chunk_chars))
-        total_delay = opts.first_chunk_delay + opts.latency * max(0, n - 1) if n else 0.0
-        if total_delay:
-            time.sleep(total_delay)
+        n = -(-len(text) // opts.chunk_chars)
+        total_delay = opts.first_delay + opts.latency * max(0, n - 1) if n else 0.0
+        # what a stream would take, but never past the call's deadline (the guard gives up there)
+        time.sleep(min(total_delay, spec.deadline))
         return Completion(text=text, usage=_usage(input_tokens, len(text)), finish_reason="stop")
 
-    def _faults(self, opts: OfflineOptions, speaker: str | None, input_tokens: int) -> None:
+    def _faults(self, opts: OfflineOptions, speaker: str | None, input_tokens: int,
+                handle: OfflineStream | None) -> None:
         who = speaker or "this call"
         if opts.fails(speaker):
             raise ProviderUnavailable(
                 f"offline provider: simulated failure for {who}", usage=_usage(input_tokens, 0)
             )
         if opts.hangs(speaker):
-            deadline = time.monotonic() + opts.hang_seconds
-            while not self._released.is_set():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._released.wait(min(0.1, remaining))
+            waited = 0.0
+            while waited < opts.hang_seconds and not self._released.is_set():
+                step = min(HANG_POLL, opts.hang_seconds - waited)
+                if handle is not None:
+                    handle.wait(step)
+                else:
+                    self._released.wait(step)
+                waited += step
             raise ProviderUnavailable(
                 f"offline provider: simulated hang for {who} ended without output",
                 usage=_usage(input_tokens, 0),
@@ -142,7 +194,15 @@ def _input_tokens(request: ChatRequest) -> int:
     return math.ceil(chars / 4)
 
 
-def _chunks(text: str, size: int) -> list[str]:
-    if size <= 0:
-        return [text] if text else []
-    return [text[i : i + size] for i in range(0, len(text), size)]
+def _chunks(pieces: Iterable[str], size: int) -> Iterator[str]:
+    """``size``-character chunks of the text the pieces make up, as soon as each is
+    complete: the same chunks as slicing the whole text."""
+    rest = ""
+    for piece in pieces:
+        text = rest + piece if rest else piece
+        end = len(text) - len(text) % size
+        for start in range(0, end, size):
+            yield text[start : start + size]
+        rest = text[end:]
+    if rest:
+        yield rest

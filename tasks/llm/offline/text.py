@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -126,18 +126,27 @@ def gerund_of(verb: str) -> str:
 
 
 def paragraphs(sentences: Sequence[str], size: int = 4) -> str:
-    paras: list[str] = []
+    """Sentences as paragraphs of at most ``size``; a ``"\n"`` item ends a paragraph early."""
+    return "".join(paragraph_pieces(sentences, size))
+
+
+def paragraph_pieces(sentences: Iterable[str], size: int = 4) -> Iterator[str]:
+    """:func:`paragraphs`, lazily: each paragraph as soon as its sentences are known
+    (the separator leads every paragraph but the first), reading ``sentences`` only
+    as far as it needs to."""
+    started = False
     current: list[str] = []
     for s in sentences:
         if s == "\n":
             if current:
-                paras.append(" ".join(current))
+                yield ("\n\n" if started else "") + " ".join(current)
+                started = True
             current = []
             continue
         current.append(s)
         if len(current) >= size:
-            paras.append(" ".join(current))
+            yield ("\n\n" if started else "") + " ".join(current)
+            started = True
             current = []
     if current:
-        paras.append(" ".join(current))
-    return "\n\n".join(paras)
+        yield ("\n\n" if started else "") + " ".join(current)

@@ -4,12 +4,17 @@ debate reply, and :func:`render`, which picks the writer for a request's kind.
 Every text ends with exactly one ``Position: SUPPORT|OPPOSE|CONDITIONAL — …``
 line, answers named earlier speakers with what their blocks actually say, and in
 a debate may concede to the strongest opposing point by becoming conditional.
+
+Texts whose length follows ``options.words`` (a meeting turn, a team expert's
+analysis) are written lazily, paragraph by paragraph (:func:`render_pieces`): the
+provider streams each piece as it is written, so a call that is cancelled or
+aborted stops writing too, and the cost of a text is linear in its length.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from tasks.llm.offline import lexicon as lx
 from tasks.llm.offline.minutes import (
@@ -32,7 +37,7 @@ from tasks.llm.offline.reading import (
     read_request,
     speaker_of,
 )
-from tasks.llm.offline.text import Dice, cap, count_words, join_names, paragraphs, slug_of
+from tasks.llm.offline.text import Dice, cap, count_words, join_names, paragraph_pieces, paragraphs, slug_of
 from tasks.llm.offline.voice import Voice, profile_for
 from tasks.llm.types import ChatRequest
 
@@ -41,8 +46,17 @@ _ROLE_IN_PROMPT = re.compile(r"\bYou are [A-Z][\w'-]*(?: [A-Z][\w'-]*)?,? (?:the
 
 def render(request: ChatRequest, opts: OfflineOptions) -> str:
     """The whole text the provider answers ``request`` with."""
+    return "".join(render_pieces(request, opts))
+
+
+def render_pieces(request: ChatRequest, opts: OfflineOptions) -> Iterator[str]:
+    """The text of :func:`render` in pieces, each written only when it is asked for."""
     call = read_request(request, opts)
-    return _RENDERERS[call.kind](call)
+    lazy = _LAZY_RENDERERS.get(call.kind)
+    if lazy is not None:
+        yield from lazy(call)
+    else:
+        yield _RENDERERS[call.kind](call)
 
 
 def _me(call: Call) -> tuple[str, str]:
@@ -103,7 +117,7 @@ def _peer_order(voice: Voice, peers: Sequence[Said]) -> list[Said]:
     return sorted(shuffled, key=lambda s: rank[_relation(voice.stance, s.stance)])
 
 
-def _render_turn(call: Call) -> str:
+def _render_turn(call: Call) -> Iterator[str]:
     name, role = _me(call)
     voice = _voice(call, name, role)
     names = call.panel.names()
@@ -137,19 +151,31 @@ def _render_turn(call: Call) -> str:
         second.append(voice.take(lx.CONDITION_LINES, c1=conditions[0], c2=conditions[1]))
     closing = [voice.take(lx.CLOSERS[voice.stance])] if final else []
     body = [*first, "\n", *second] if len(first) > 1 else [*first, *second]
-    required_words = sum(count_words(s) for s in body + closing)
-    extra: list[str] = []
+
+    def sentences() -> Iterator[str]:
+        yield from body
+        padding = _padding(voice, sum(count_words(s) for s in body + closing), call.opts.words)
+        first_extra = next(padding, None)
+        if first_extra is not None:
+            yield "\n"
+            yield first_extra
+            yield from padding
+        yield from closing
+
+    yield from paragraph_pieces(sentences(), 5)
+    yield f"\n\n{voice.position_line(voice.stance, conditions)}"
+
+
+def _padding(voice: Voice, written: int, words: int) -> Iterator[str]:
+    """Elaborations while fewer than ~``words`` words are written (``written`` so far)."""
     optional = voice.elaborations()
-    while required_words + sum(count_words(s) for s in extra) < call.opts.words * 0.92:
-        extra.append(next(optional))
-    if extra:
-        body += ["\n", *extra]
-    body += closing
-    text = paragraphs(body, size=5)
-    return f"{text}\n\n{voice.position_line(voice.stance, conditions)}"
+    while written < words * 0.92:
+        sentence = next(optional)
+        written += count_words(sentence)
+        yield sentence
 
 
-def _render_expert(call: Call) -> str:
+def _render_expert(call: Call) -> Iterator[str]:
     name, role = _me(call)
     voice = _voice(call, name, role)
     names = call.panel.names()
@@ -177,13 +203,13 @@ def _render_expert(call: Call) -> str:
         parts.append(f"What I'd need to see: {conditions[0]}; and {conditions[1]}.")
     parts.append("Open question: " + voice.fill(voice.dice.pick(voice.profile.questions)))
     text = "\n\n".join(parts)
-    optional = voice.elaborations()
-    extra: list[str] = []
-    while count_words(text) + sum(count_words(s) for s in extra) < call.opts.words * 0.92:
-        extra.append(next(optional))
-    if extra:
-        text += "\n\n" + paragraphs(extra, 5)
-    return f"{text}\n\n{voice.position_line(voice.stance, conditions)}"
+    yield text
+    extra = paragraph_pieces(_padding(voice, count_words(text), call.opts.words), 5)
+    first_extra = next(extra, None)
+    if first_extra is not None:
+        yield "\n\n" + first_extra
+        yield from extra
+    yield f"\n\n{voice.position_line(voice.stance, conditions)}"
 
 
 def _render_debate(call: Call) -> str:
@@ -273,12 +299,14 @@ def _render_debate(call: Call) -> str:
     return "\n\n".join(lines) + f"\n\nRevised position:\n{position}"
 
 
-_RENDERERS = {
-    "opening": render_opening,
+_LAZY_RENDERERS: dict[str, Callable[[Call], Iterator[str]]] = {
     "turn": _render_turn,
+    "expert": _render_expert,
+}
+_RENDERERS: dict[str, Callable[[Call], str]] = {
+    "opening": render_opening,
     "round_summary": render_round_summary,
     "final_summary": render_final_summary,
-    "expert": _render_expert,
     "debate": _render_debate,
     "divergence": render_divergence,
     "synthesis": render_synthesis,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import threading
@@ -10,10 +11,12 @@ from typing import Any
 
 import pytest
 
-from tasks.llm.errors import ProviderMisconfigured, ProviderUnavailable
-from tasks.llm.offline import OfflineProvider, derived_stance, parse_positions
+from tasks.llm.errors import FaultNotAllowed, ProviderMisconfigured, ProviderUnavailable, StreamStalled
+from tasks.llm.offline import OfflineOptions, OfflineProvider, derived_stance, parse_positions
+from tasks.llm.offline.options import DEMO_FIRST_CHUNK_DELAY, MAX_LATENCY, MAX_WORDS, option_problems
+from tasks.llm.offline.provider import _chunks
 from tasks.llm.offline.topic import Topic
-from tasks.llm.offline.voice import profile_for
+from tasks.llm.offline.voice import Voice, profile_for
 from tasks.llm.types import ChatRequest, ContextBlock, ModelSpec, TextDelta, UsageReport
 
 TOPIC = "Should we move our product to usage-based pricing?"
@@ -40,8 +43,8 @@ def request(kind: str, context: tuple[ContextBlock, ...] = (), **hints: Any) -> 
     )
 
 
-def text(req: ChatRequest, **options: Any) -> str:
-    return OfflineProvider().complete(spec(**options), req).text
+def text(req: ChatRequest, *, testing: bool = False, **options: Any) -> str:
+    return OfflineProvider(testing=testing).complete(spec(**options), req).text
 
 
 def turn(name: str, role: str, rnd: int = 1, context: tuple[ContextBlock, ...] = (), **options: Any) -> str:
@@ -194,11 +197,11 @@ def test_divergence_maps_blocks_by_slugged_key_and_title() -> None:
 
 def test_malformed_divergence_then_retry() -> None:
     blocks = meeting(SPLIT)
-    first = text(request("divergence", blocks), malformed_divergence=True)
+    first = text(request("divergence", blocks), testing=True, malformed_divergence=True)
     with pytest.raises(json.JSONDecodeError):
         json.loads(first)
     assert re.search(r"\{.*\}", first, re.S) is None  # not even a JSON object inside prose
-    retry = text(request("divergence", blocks, retry=True), malformed_divergence=True)
+    retry = text(request("divergence", blocks, retry=True), testing=True, malformed_divergence=True)
     assert json.loads(retry)["diverged"] is True
 
 
@@ -284,7 +287,7 @@ def test_latency_is_applied_between_chunks() -> None:
 
 
 def test_hang_blocks_before_the_first_chunk() -> None:
-    provider = OfflineProvider()
+    provider = OfflineProvider(testing=True)
     got: list[object] = []
     errors: list[BaseException] = []
 
@@ -306,17 +309,17 @@ def test_hang_blocks_before_the_first_chunk() -> None:
     assert provider.complete(spec(hang=["Dana"]), request("turn", expert="Raj")).text
     started = time.monotonic()
     with pytest.raises(ProviderUnavailable):
-        OfflineProvider().complete(spec(hang=True, hang_seconds=0.2), request("turn", expert="Raj"))
+        OfflineProvider(testing=True).complete(spec(hang=True, hang_seconds=0.2), request("turn", expert="Raj"))
     assert time.monotonic() - started >= 0.2
 
 
 def test_fail_raises_before_any_text() -> None:
     req = request("turn", expert="Raj", role="CTO")
-    stream = OfflineProvider().stream(spec(fail=["Raj"]), req)
+    stream = OfflineProvider(testing=True).stream(spec(fail=["Raj"]), req)
     with pytest.raises(ProviderUnavailable):
         next(stream)
     with pytest.raises(ProviderUnavailable):
-        OfflineProvider().complete(spec(fail=["raj"]), req)
+        OfflineProvider(testing=True).complete(spec(fail=["raj"]), req)
 
 
 def test_break_after_chars_yields_partial_text_then_raises() -> None:
@@ -324,7 +327,7 @@ def test_break_after_chars_yields_partial_text_then_raises() -> None:
     full = OfflineProvider().complete(spec(), req).text
     seen: list[str] = []
     with pytest.raises(ProviderUnavailable) as info:
-        for event in OfflineProvider().stream(spec(break_after_chars=50, chunk_chars=24), req):
+        for event in OfflineProvider(testing=True).stream(spec(break_after_chars=50, chunk_chars=24), req):
             assert isinstance(event, TextDelta)
             seen.append(event.text)
     assert "".join(seen) == full[:50]
@@ -336,3 +339,130 @@ def test_bad_options_are_misconfiguration() -> None:
         OfflineProvider().complete(spec(latency="soon"), request("turn", expert="Dana"))
     with pytest.raises(ProviderMisconfigured):
         OfflineProvider().complete(spec(stances={"Dana": "maybe"}), request("turn", expert="Dana"))
+
+
+# --- bounds, fault switches, laziness (issue 8 B) -----------------------------------
+
+
+@pytest.mark.parametrize(("options", "option", "words"), [
+    ({"words": 3_000_000}, "words", "less than or equal to 50000"),
+    ({"latency": 1e300}, "latency", "less than or equal to 2"),
+    ({"latency": float("nan")}, "latency", "finite"),
+    ({"latency": -1}, "latency", "greater than or equal to 0"),
+    ({"chunk_chars": 0}, "chunk_chars", "greater than or equal to 4"),
+    ({"words": True}, "words", "valid integer"),
+    ({"hang": 3}, "hang", "list of expert names"),
+    ({"stances": {"Dana": "maybe"}}, "stances.Dana", "not one of"),
+    ({"seed": 7}, "seed", "unknown option"),
+])
+def test_out_of_bounds_options_are_refused_naming_the_option(options: dict[str, Any], option: str,
+                                                              words: str) -> None:
+    assert option_problems(options, testing=True) == [(option, option_problems(options, testing=True)[0][1])]
+    assert words in option_problems(options, testing=False)[0][1]
+    for provider in (OfflineProvider(), OfflineProvider(testing=True)):  # testing mode widens no bound
+        with pytest.raises(ProviderMisconfigured) as info:
+            provider.complete(spec(**options), request("turn", expert="Dana"))
+        assert f"options.{option}: " in info.value.message and words in info.value.message
+        with pytest.raises(ProviderMisconfigured):
+            next(provider.stream(spec(**options), request("turn", expert="Dana")))
+
+
+@pytest.mark.parametrize("options", [
+    {"hang": ["Dana"]}, {"hang": True}, {"hang_seconds": 1}, {"fail": ["Dana"]}, {"fail": True},
+    {"break_after_chars": 10}, {"malformed_divergence": True}, {"first_chunk_delay": DEMO_FIRST_CHUNK_DELAY + 1},
+])
+def test_fault_switches_run_only_in_testing_mode(options: dict[str, Any]) -> None:
+    [(option, message)] = option_problems(options, testing=False)
+    assert option == next(iter(options)) and "CONCLAVE_TESTING" in message
+    assert option_problems(options, testing=True) == []
+    req = request("turn", expert="Dana", role="CFO")
+    with pytest.raises(FaultNotAllowed) as info:  # the provider refuses again, whatever submit said
+        OfflineProvider().complete(spec(**options), req)
+    assert info.value.code == "llm.fault_not_allowed" and f"options.{option}" in info.value.message
+    with pytest.raises(FaultNotAllowed):
+        next(OfflineProvider().stream(spec(**options), req))
+
+
+def test_demo_options_need_no_testing_mode() -> None:
+    demo = {"latency": MAX_LATENCY, "first_chunk_delay": DEMO_FIRST_CHUNK_DELAY, "words": MAX_WORDS,
+            "chunk_chars": 8000, "stances": {"Dana": "support"}, "hang": False, "fail": [],
+            "malformed_divergence": False}
+    assert option_problems(demo, testing=False) == []
+    assert OfflineOptions.parse(demo, testing=False).words == MAX_WORDS
+
+
+def test_settings_latency_has_the_options_bound() -> None:
+    from orchestrator.settings import Settings
+
+    assert Settings.model_fields["offline_latency"].metadata[-1].le == MAX_LATENCY
+
+
+def test_chunks_of_pieces_are_the_chunks_of_the_whole_text() -> None:
+    text_ = "".join(chr(65 + i % 26) for i in range(1000))
+    cuts = [0, 1, 1, 7, 8, 24, 25, 200, 999, 1000]
+    pieces = [text_[a:b] for a, b in itertools.pairwise(cuts)]
+    for size in (1, 4, 7, 24, 1000, 5000):
+        assert list(_chunks(pieces, size)) == [text_[i: i + size] for i in range(0, len(text_), size)]
+
+
+@pytest.mark.parametrize("kind", ["turn", "expert"])
+def test_a_long_text_is_written_only_as_far_as_it_is_read(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    drawn = 0
+    elaborations = Voice.elaborations
+
+    def counted(self: Voice) -> Any:
+        nonlocal drawn
+        for sentence in elaborations(self):
+            drawn += 1
+            yield sentence
+
+    monkeypatch.setattr(Voice, "elaborations", counted)
+    req = request(kind, expert="Dana", role="CFO")
+    stream = OfflineProvider().stream(spec(words=MAX_WORDS, chunk_chars=24), req)
+    first = next(stream)
+    stream.close()
+    assert isinstance(first, TextDelta) and len(first.text) == 24
+    assert drawn <= 5  # one paragraph at most, of the thousands the whole text pads with
+    whole = OfflineProvider().complete(spec(words=MAX_WORDS), req).text
+    assert drawn > 1000 and whole.startswith(first.text)
+
+
+def test_abort_ends_a_stream_waiting_between_chunks() -> None:
+    stream = OfflineProvider().stream(spec(words=MAX_WORDS, latency=MAX_LATENCY, first_chunk_delay=0),
+                                      request("turn", expert="Dana", role="CFO"))
+    seen: list[object] = []
+    ended: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            for event in stream:
+                seen.append(event)
+        except StreamStalled as exc:
+            ended.append(exc)
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 30
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stream.abort()  # the rest of the text would take hours at this latency
+    reader.join(30)
+    assert not reader.is_alive() and len(ended) == 1 and "aborted" in ended[0].message
+    assert len(seen) == 1  # nothing written after the abort
+
+
+def test_abort_ends_a_simulated_hang() -> None:
+    stream = OfflineProvider(testing=True).stream(spec(hang=True), request("turn", expert="Dana"))
+    ended: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            next(stream)
+        except StreamStalled as exc:
+            ended.append(exc)
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    stream.abort()  # the hang alone would last an hour
+    reader.join(30)
+    assert not reader.is_alive() and len(ended) == 1
