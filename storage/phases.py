@@ -29,7 +29,7 @@ from storage.sql.base import Claimed, PlanLock, Result
 from storage.status import Outcome, PhaseStatus
 
 __all__ = ["Claimed", "Finished", "Insertion", "claim_phase", "complete_phase", "fail_phase", "mark_enqueued",
-           "release_enqueued", "release_waiting", "renew_leases", "skip_phases"]
+           "release_enqueued", "release_phase", "release_waiting", "renew_leases", "skip_phases"]
 
 
 def claim_phase(db: Database, phase_id: str, *, owner: str, lease: timedelta) -> Claimed | None:
@@ -56,6 +56,23 @@ def release_waiting(db: Database, phase_id: str) -> bool:
     reconciler sends it again. True when that was the case."""
     with db.statement() as conn:
         return db.sql.release_waiting(conn, phase_id)
+
+
+def release_phase(db: Database, phase_id: str, attempt: int) -> bool:
+    """Give a running phase back (its worker is shutting down): its lease ends now and its
+    enqueue mark is cleared, so the reconciler sends it to another worker at once — the
+    same path as a worker that died, without waiting for the lease to run out. Fenced by
+    the attempt; refused (False) when the plan was cancelled — the caller then fails the
+    phase, which ends it cancelled."""
+    now = utcnow()
+    live_plan = select(Plan.id).where(Plan.id == Phase.plan_id, Plan.cancel_requested.is_(False)).exists()
+    with db.transaction() as s:
+        released = s.execute(update(Phase)
+                             .where(Phase.id == phase_id, Phase.attempt == attempt,
+                                    Phase.status == PhaseStatus.RUNNING, live_plan)
+                             .values(lease_expires_at=now, enqueued_at=None)
+                             .returning(Phase.id).execution_options(synchronize_session=False)).first()
+    return released is not None
 
 
 def renew_leases(db: Database, held: Sequence[tuple[str, int]], lease: timedelta) -> dict[str, bool]:

@@ -55,3 +55,4 @@ class Outcome(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     FENCED = "fenced"
+    RELEASED = "released"  # the worker gave the phase back unfinished (shutdown); nothing final was written

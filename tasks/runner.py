@@ -108,15 +108,28 @@ class PhaseRunner:
                 if followup is not None:
                     completion = gateway.call(spec, followup, should_stop=lease.should_stop)
         except LLMError as exc:
-            self.fail(work, exc.code, exc.message)
-            return Outcome.FAILED
+            if lease.shutting_down:
+                return self.release(work, exc)
+            # the message is public by construction (tasks.llm.errors): no upstream text in it
+            return self.fail(work, exc.code, exc.message)
         except ServiceUnavailable:
             raise
         except Exception as exc:  # a bug must fail the phase, not strand the plan
+            # its text may carry data (a prompt, a key, a row): logged here, never stored or shown
             log.exception("phase crashed", extra={"action": "phase.crashed"})
-            self.fail(work, "conclave.internal", f"{type(exc).__name__}: {exc}")
-            return Outcome.FAILED
+            return self.fail(work, "conclave.internal",
+                             f"internal error ({type(exc).__name__}); the worker's log has the details")
         return self.complete(work, completion)
+
+    def release(self, work: PhaseWork, exc: LLMError) -> Outcome:
+        """The worker is shutting down mid-call: give the phase back for another worker
+        (:func:`storage.phases.release_phase`); the call's usage is already on record. A
+        phase of a cancelled plan is not given back: it ends cancelled."""
+        released = self._durably(lambda: phases.release_phase(self.db, work.phase.id, work.attempt))
+        if not released:
+            return self.fail(work, exc.code, exc.message)
+        log.warning("phase %s given back: the worker is shutting down", work.key, extra={"action": "phase.released"})
+        return Outcome.RELEASED
 
     def decide_without_model(self, work: PhaseWork) -> Completion | None:
         """The result of a phase that needs no model call, or None: a divergence check of a

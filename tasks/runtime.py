@@ -15,7 +15,7 @@ import threading
 import uuid
 from dataclasses import dataclass
 
-from celery import Celery
+from celery import Celery, signals
 
 from orchestrator.bus import Bus, MemoryBus, RedisBus
 from orchestrator.celery_app import shared
@@ -39,9 +39,20 @@ class Runtime:
     owns_db: bool = True
 
     def close(self) -> None:
+        signals.worker_shutting_down.disconnect(dispatch_uid=self._shutdown_uid)
         self.leases.close()
         if self.owns_db:
             self.db.dispose()
+
+    @property
+    def _shutdown_uid(self) -> str:
+        return f"conclave.runtime.shutdown.{self.worker_id}"
+
+    def stop_calls_on_shutdown(self) -> None:
+        """SIGTERM (Celery's warm shutdown) stops this process's model calls at their next
+        chunk; their phases go back to other workers (:meth:`tasks.lease.LeaseKeeper.shut_down`)."""
+        signals.worker_shutting_down.connect(lambda **_: self.leases.shut_down(), weak=False,
+                                             dispatch_uid=self._shutdown_uid)
 
 
 def build_runtime(settings: Settings, app: Celery, *, db: Database | None = None, bus: Bus | None = None,
@@ -51,10 +62,12 @@ def build_runtime(settings: Settings, app: Celery, *, db: Database | None = None
     if bus is None:
         bus = RedisBus(settings.redis_url) if settings.redis_url else MemoryBus()
     coordinator = coordinator or Coordinator(db, settings, CeleryDispatcher(app), bus)
-    runner = PhaseRunner(db, settings, bus, default_providers())
+    runner = PhaseRunner(db, settings, bus, default_providers(testing=settings.testing))
     worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-    return Runtime(settings, db, coordinator, runner, LeaseKeeper(runner.renew, settings.heartbeat_seconds),
-                   worker_id, owns_db)
+    runtime = Runtime(settings, db, coordinator, runner, LeaseKeeper(runner.renew, settings.heartbeat_seconds),
+                      worker_id, owns_db)
+    runtime.stop_calls_on_shutdown()
+    return runtime
 
 
 _RUNTIME = "conclave_runtime"

@@ -4,10 +4,19 @@ usage on record, and what the runner publishes is exactly what it stored."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from orchestrator.errors import InvalidPlan
+from orchestrator.views import plan_view
 from storage import phases
+from storage.models import Plan, utcnow
 from storage.sqlcount import StatementCounter
 from storage.status import Outcome, PhaseStatus, PlanStatus
-from tasks.lease import Lease
+from tasks.lease import SHUTDOWN, Lease
+from tasks.llm.offline.options import MAX_LATENCY, MAX_WORDS
 from tasks.llm.types import Completion, ModelSpec, Usage
 from tests.unit.planes import Planes, published
 from tests.unit.stored import example
@@ -52,7 +61,8 @@ def test_a_result_from_an_attempt_that_lost_its_lease_is_fenced_out(planes: Plan
     assert [m for m in published(sub) if m["type"] != "chunk"] == [e.message() for e in stored]
 
 
-def test_a_failed_model_call_fails_the_phase_and_the_meeting_goes_on_without_it(planes: Planes) -> None:
+def test_a_failed_model_call_fails_the_phase_and_the_meeting_goes_on_without_it(testing_planes: Planes) -> None:
+    planes = testing_planes  # the offline model's `fail` switch
     plan_id = planes.coordinator.submit(small_board(fail=["Ravi"])).plan_id
     sub = planes.bus.subscribe(plan_id)
     planes.run_all()
@@ -82,7 +92,8 @@ def test_a_phase_delivered_before_its_inputs_are_done_waits_for_the_next_advance
     assert [e.type for e in planes.events(plan_id)] == ["plan_submitted"]  # nothing was claimed
 
 
-def test_a_failed_phases_successors_in_the_canvas_do_nothing_and_the_plan_fails(planes: Planes) -> None:
+def test_a_failed_phases_successors_in_the_canvas_do_nothing_and_the_plan_fails(testing_planes: Planes) -> None:
+    planes = testing_planes  # the offline model's `fail` switch
     plan_id = planes.coordinator.submit(example(
         "board", rounds=1, experts=PANEL, missing_expert="fatal",
         models={"default": {"provider": "offline", "max_retries": 0, "options": {"fail": ["Ravi"]}}})).plan_id
@@ -105,3 +116,83 @@ def test_a_failed_phases_successors_in_the_canvas_do_nothing_and_the_plan_fails(
     # each no-op cost a refused claim and the release of its enqueue mark: a transaction each
     assert refused["storage.phases.release_waiting"] == 2 * 3  # BEGIN IMMEDIATE, UPDATE, COMMIT (SQLite)
     assert [e.type for e in planes.events(plan_id)].count("phase_started") == 3
+
+
+def test_submit_refuses_fault_switches_and_options_out_of_bounds_naming_the_option(planes: Planes) -> None:
+    with pytest.raises(InvalidPlan) as info:
+        planes.coordinator.submit(small_board(fail=["Ravi"], words=3_000_000, latency=1e300))
+    fields = {d["field"]: d["message"] for d in info.value.details}
+    assert set(fields) == {"models.default.options.fail", "models.default.options.words",
+                           "models.default.options.latency"}
+    assert "CONCLAVE_TESTING" in fields["models.default.options.fail"]
+    assert "50000" in fields["models.default.options.words"] and "2" in fields["models.default.options.latency"]
+    assert planes.dispatcher.take() == []  # nothing stored, nothing sent
+    with planes.db.transaction() as s:
+        assert s.scalar(select(func.count()).select_from(Plan)) == 0
+
+
+def test_a_fault_switch_that_reached_the_database_is_refused_when_the_phase_runs(planes: Planes,
+                                                                                 monkeypatch: Any) -> None:
+    """A plan stored past submit's checks (by an API in testing mode, or written into the
+    database): this runner is not in testing mode, so the switch never runs."""
+    monkeypatch.setattr(planes.coordinator.models, "check_plan", lambda plan: None)
+    plan_id = planes.coordinator.submit(small_board(hang=True)).plan_id  # would hang for an hour
+    planes.run_all()
+    opening = planes.state(plan_id).by_key()["opening"]
+    assert (opening.status, opening.error_code) == (PhaseStatus.FAILED, "llm.fault_not_allowed")
+    assert "options.hang" in (opening.error_message or "") and "CONCLAVE_TESTING" in (opening.error_message or "")
+    assert planes.state(plan_id).plan.status == PlanStatus.FAILED
+
+
+def test_a_bug_in_a_phase_stores_a_generic_message_and_logs_the_details(planes: Planes, monkeypatch: Any,
+                                                                        caplog: Any) -> None:
+    secret = "the prompt quoted card 4111-1111-1111-1111"
+
+    def broken(work: Any) -> Any:
+        raise RuntimeError(secret)
+
+    monkeypatch.setattr(planes.runner, "prepare", broken)
+    plan_id = planes.coordinator.submit(small_board()).plan_id
+    sub = planes.bus.subscribe(plan_id)
+    planes.run_all()
+    opening = planes.state(plan_id).by_key()["opening"]
+    assert (opening.status, opening.error_code) == (PhaseStatus.FAILED, "conclave.internal")
+    assert opening.error_message == "internal error (RuntimeError); the worker's log has the details"
+    seen = [repr(planes.state(plan_id)), repr(planes.events(plan_id)), repr(published(sub)),
+            repr(plan_view(planes.state(plan_id), planes.usage(plan_id)).to_dict())]
+    assert not any(secret in text for text in seen)
+    assert secret in caplog.text  # with its traceback, for whoever runs the worker
+
+
+def test_a_worker_shutting_down_gives_its_phase_back(planes: Planes) -> None:
+    plan_id = planes.coordinator.submit(small_board(latency=MAX_LATENCY, words=MAX_WORDS)).plan_id
+    [canvas] = planes.dispatcher.take()
+    phase_id = canvas.runs[0].phase_id
+    work = planes.runner.claim(phase_id, owner="unit:leaving")
+    assert work is not None
+    lease = Lease(phase_id, work.attempt)
+    planes.runner.publish_text = lambda *_: lease.stop(SHUTDOWN)  # type: ignore[method-assign]  # SIGTERM mid-call
+    assert planes.runner.execute(work, lease) == Outcome.RELEASED  # at its next chunk, not hours later
+
+    opening = planes.state(plan_id).by_key()["opening"]
+    assert opening.status == PhaseStatus.RUNNING and opening.error_code is None  # not failed: unfinished
+    assert opening.enqueued_at is None and opening.lease_expires_at is not None
+    assert opening.lease_expires_at <= utcnow()  # free for the reconciler to send at once
+    assert [(r.attempt, r.counted) for r in planes.usage(plan_id) if r.phase_id == phase_id] == [(1, False)]
+    assert planes.coordinator.reconcile() == [plan_id]  # resent, and another worker finishes it
+    planes.runner.publish_text = lambda *_: None  # type: ignore[method-assign]
+    [resent] = planes.dispatcher.take()
+    assert resent.runs[0].key == "opening"
+
+
+def test_a_shutdown_does_not_give_back_a_phase_of_a_cancelled_plan(planes: Planes) -> None:
+    plan_id = planes.coordinator.submit(small_board()).plan_id
+    [canvas] = planes.dispatcher.take()
+    phase_id = canvas.runs[0].phase_id
+    work = planes.runner.claim(phase_id, owner="unit:leaving")
+    assert work is not None
+    planes.coordinator.cancel(plan_id)
+    lease = Lease(phase_id, work.attempt)
+    lease.stop(SHUTDOWN)
+    assert planes.runner.execute(work, lease) == Outcome.CANCELLED
+    assert planes.statuses(plan_id)["opening"] == PhaseStatus.CANCELLED
