@@ -53,7 +53,8 @@ FORMAT = ("%(asctime)s %(levelname)s %(name)s [plan=%(plan_id)s phase=%(phase)s 
 
 
 def context_in_worker_logs() -> None:
-    """Worker entry points: put the context filter on the handlers Celery sets up."""
+    """Worker entry points: put the context filter on the handlers Celery sets up, and the
+    context on their lines (Celery's format knows nothing of it)."""
     from celery.signals import after_setup_logger
 
     after_setup_logger.connect(_add_context_filter, weak=False, dispatch_uid="conclave.log_context")
@@ -62,6 +63,26 @@ def context_in_worker_logs() -> None:
 def _add_context_filter(**_: object) -> None:
     for handler in logging.getLogger().handlers:
         handler.addFilter(ContextFilter())
+        if not isinstance(handler.formatter, WithContext):
+            handler.setFormatter(WithContext(handler.formatter))
+
+
+class WithContext(logging.Formatter):
+    """Another formatter's line, with ``[plan=… phase=… attempt=…]`` after its first line
+    when the record was logged while a plan was bound (:func:`bind`)."""
+
+    def __init__(self, inner: logging.Formatter | None) -> None:
+        super().__init__()
+        self._inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = self._inner.format(record)
+        plan = getattr(record, "plan_id", "-")
+        if plan == "-":
+            return text
+        first, newline, rest = text.partition("\n")
+        context = f" [plan={plan} phase={getattr(record, 'phase', '-')} attempt={getattr(record, 'attempt', '-')}]"
+        return first + context + newline + rest
 
 
 def configure(level: str = "INFO", *, stream: TextIO | None = None) -> None:

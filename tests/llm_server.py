@@ -49,6 +49,11 @@ The SCENARIO is the request's ``model`` (unknown names behave as "normal"):
   overflow          400 context length exceeded
   bad-request       400 other
   redirect          307 to this same endpoint (a client that follows it sends a second request)
+  leaky-401 / leaky-400 / leaky-500
+                    that status; the error body holds ``LEAK_SENTENCE``, ``LEAK_SECRET`` and
+                    the key it received (what must never reach a plan's readers)
+  leaky-stream      stream: an error object inside a 200 stream, with the same leaks
+                    (type ``invalid_request_error``: not retried); non-streaming: leaky-400
 
 Hanging handlers wake up when the server stops. Run ``python -m tests.llm_server``
 to serve on a free port until interrupted (prints the URL).
@@ -70,6 +75,9 @@ from typing import Any
 from tasks.llm.types import ModelSpec
 
 DEFAULT_REPLY = "The board should ship the pilot first, measure churn for a quarter, then decide."
+#: What the leaky-* scenarios put in their error bodies: a sentence to trace, and a token-like secret.
+LEAK_SENTENCE = "Quartermaster Ondine ordered seven barrels of tar for the lighthouse"
+LEAK_SECRET = "sk-upstream-LEAK-7f3a9c2e1b4d8f60"
 UTF8_REPLY = "董事会的结论\uff1a先试点一个季度\uff0c再决定。🚀 Café ✓"  # full-width colon and comma
 WIRES = {"/v1/chat/completions": "openai", "/api/chat": "ollama", "/v1/messages": "anthropic"}
 
@@ -227,7 +235,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         nth = server._record(Recorded(self.path, wire, scenario, streaming, headers, body))
         try:
-            if self._error(wire, scenario, nth, headers):
+            if self._error(wire, scenario, nth, headers, streaming):
                 return
             if not streaming:
                 if scenario == "hang-all":
@@ -239,7 +247,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     # ------------------------------------------------------------------ errors
-    def _error(self, wire: str, scenario: str, nth: int, headers: dict[str, str]) -> bool:
+    def _error(self, wire: str, scenario: str, nth: int, headers: dict[str, str], streaming: bool) -> bool:
         server = self.owner
         extra: dict[str, str] = {}
         if scenario == "rate-limit-then-ok" and nth == 1:
@@ -263,6 +271,10 @@ class _Handler(BaseHTTPRequestHandler):
             message = "This model's maximum context length is 8192 tokens; your messages resulted in 9000"
         elif scenario == "bad-request":
             status, kind, message = 400, "invalid", "Invalid value for 'temperature'"
+        elif scenario in ("leaky-401", "leaky-400", "leaky-500") or (scenario == "leaky-stream" and not streaming):
+            status = 400 if scenario == "leaky-stream" else int(scenario.removeprefix("leaky-"))
+            kind = {401: "auth", 400: "invalid", 500: "server"}[status]
+            message = _leak(headers)
         elif scenario == "redirect":
             status, kind, message = 307, "redirect", "moved"
             extra["Location"] = f"{server.url}{self.path}"
@@ -409,6 +421,9 @@ def _openai_events(
             {"error": {"message": "upstream stream failed", "type": "server_error", "code": None}}, scenario
         )
         return
+    if scenario == "leaky-stream":
+        yield _sse({"error": {"message": _leak({}), "type": "invalid_request_error", "code": None}}, scenario)
+        return
     yield _sse(chunk({"role": "assistant", "content": ""}), scenario, seq=0)
     for seq, piece in enumerate(pieces, 1):
         last = scenario == "usage-last" and seq == len(pieces)
@@ -445,6 +460,10 @@ def _anthropic_events(
         "usage": start_usage,
     }
     yield _sse({"type": "message_start", "message": message}, scenario, "message_start")
+    if scenario == "leaky-stream":
+        error = {"type": "error", "error": {"type": "invalid_request_error", "message": _leak({})}}
+        yield _sse(error, scenario, "error")
+        return
     if scenario == "error-first":
         error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
         yield _sse(error, scenario, "error")
@@ -479,6 +498,9 @@ def _ollama_events(
 
     if scenario == "error-first":
         yield line({"error": "an error was encountered while running the model"})
+        return
+    if scenario == "leaky-stream":
+        yield line({"error": _leak({})})
         return
     for piece in pieces:
         yield line({"model": model, "message": {"role": "assistant", "content": piece}, "done": False})
@@ -535,6 +557,14 @@ def _complete(wire: str, scenario: str, text: str, server: LLMServer) -> dict[st
     if usage:
         body |= {"prompt_eval_count": prompt, "eval_count": completion}
     return body
+
+
+def _leak(headers: dict[str, str]) -> str:
+    """An error message that must never reach a plan's readers: a traceable sentence, a
+    secret of the server's and the key the request carried (servers do echo keys)."""
+    key = (headers.get("x-api-key") or headers.get("api-key")
+           or headers.get("authorization", "").removeprefix("Bearer ") or "none")
+    return f"{LEAK_SENTENCE}. Upstream credential {LEAK_SECRET} rejected the key {key}."
 
 
 def _error_body(wire: str, kind: str, message: str) -> dict[str, Any]:

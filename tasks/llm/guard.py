@@ -91,11 +91,12 @@ def guarded_call(
         if outcome.reason == "end":
             return Completion(text=outcome.text, usage=usage)
         logger.warning(
-            "action=stream_truncated model=%s reason=%s chars_shown=%d error=%s",
+            "action=stream_truncated model=%s reason=%s chars_shown=%d error=%s upstream=%s",
             spec.name,
             outcome.reason,
             len(outcome.text),
             type(outcome.error).__name__,
+            getattr(outcome.error, "detail", None),  # what the provider said, redacted: the log only
         )
         return Completion(text=outcome.text, usage=usage, truncated=True, finish_reason=outcome.reason)
     error = outcome.error
@@ -109,10 +110,11 @@ def guarded_call(
             spent,
         )
     logger.warning(
-        "action=stream_fallback model=%s reason=%s error=%s",
+        "action=stream_fallback model=%s reason=%s error=%s upstream=%s",
         spec.name,
         outcome.reason,
         type(error).__name__ if error else None,
+        getattr(error, "detail", None),  # what the provider said, redacted: the log only
     )
     completion = _bounded_complete(provider, spec, request, should_stop, deadline_at, clock, spent)
     for start in range(0, len(completion.text), REPLAY_CHUNK):

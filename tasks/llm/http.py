@@ -7,8 +7,9 @@ that touches the network goes through here, which guarantees:
 * the key is read from ``os.environ[spec.api_key_env]`` at call time and never
   stored; a missing key is ``ProviderMisconfigured`` naming the variable only;
 * every HTTP or transport failure becomes an ``LLMError`` of the documented
-  tree; messages are redacted of the key (servers do echo keys back) and never
-  include request headers;
+  tree whose message is built from safe parts only (provider, status, an error
+  code that looks like one: :mod:`tasks.llm.upstream`) — never the body, which
+  may echo the key; the body goes, redacted, to ``detail`` for the worker's log;
 * a streaming call can be aborted from another thread (``abort()`` shuts the
   socket down, which wakes a read blocked in ``iter_bytes``); every blocking
   read is also bounded by an httpx read timeout as a second line of defence;
@@ -49,6 +50,7 @@ from tasks.llm.errors import (
     StreamStalled,
 )
 from tasks.llm.types import ModelSpec, StreamEvent
+from tasks.llm.upstream import reason, scrub
 
 _CONTEXT_WORDS = (
     "context_length_exceeded",
@@ -60,10 +62,9 @@ _CONTEXT_WORDS = (
     "too many tokens",
     "reduce the length",
 )
-_MAX_MESSAGE = 300
 _OWN_PREFIX = "CONCLAVE_"  # Conclave's own configuration: never a plan-defined model's key
 
-#: What error messages are redacted of: the key and the values of configured headers.
+#: What an upstream body is redacted of: the key and the values of configured headers.
 Secrets = str | tuple[str, ...] | None
 
 
@@ -123,10 +124,9 @@ def timeouts(spec: ModelSpec, *, streaming: bool) -> httpx.Timeout:
 
 
 def redact(text: str, secret: Secrets) -> str:
-    for value in (secret,) if isinstance(secret, str) else secret or ():
-        if value:
-            text = text.replace(value, "***")
-    return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + "…"
+    """What an upstream server said, fit for the worker's log only: the key, the configured
+    header values and anything token-like replaced, truncated (:func:`tasks.llm.upstream.scrub`)."""
+    return scrub(text, (secret,) if isinstance(secret, str) else secret or ())
 
 
 def parse_retry_after(headers: httpx.Headers) -> float | None:
@@ -164,24 +164,31 @@ def _error_text(body: bytes) -> tuple[str, str]:
     return str(error), ""
 
 
-def classify(status: int, message: str, code: str, *, retry_after: float | None = None) -> LLMError:
-    """The LLMError for an HTTP status and an (already redacted) provider message."""
-    lowered = f"{message} {code}".lower()
+def classify(status: int, said: str, code: str, *, public: str, detail: str | None = None,
+             retry_after: float | None = None) -> LLMError:
+    """The LLMError for an HTTP status and what the provider ``said`` (read for its
+    meaning, never repeated): its message is ``public``, ``detail`` is for the log."""
+    lowered = f"{said} {code}".lower()
+    kind: type[LLMError]
     if status == 429:
-        return RateLimited(message, retry_after=retry_after)
-    if status >= 500 or status == 408:
-        return ProviderUnavailable(message, retry_after=retry_after)
-    if status in (401, 403):
-        return AuthError(message)
-    if status == 413 or any(word in lowered for word in _CONTEXT_WORDS):
-        return ContextOverflow(message)
-    if (
+        kind = RateLimited
+    elif status >= 500 or status == 408:
+        kind = ProviderUnavailable
+    elif status in (401, 403):
+        kind = AuthError
+    elif status == 413 or any(word in lowered for word in _CONTEXT_WORDS):
+        kind = ContextOverflow
+    elif (
         status == 404
         or code == "model_not_found"
         or ("model" in lowered and ("not found" in lowered or "does not exist" in lowered))
     ):
-        return ModelNotFound(message)
-    return BadRequest(message)
+        kind = ModelNotFound
+    else:
+        kind = BadRequest
+    if kind in (RateLimited, ProviderUnavailable):
+        return kind(public, retry_after=retry_after, detail=detail)
+    return kind(public, detail=detail)
 
 
 _ERROR_TYPE_STATUS = {
@@ -202,12 +209,14 @@ _ERROR_TYPE_STATUS = {
 def stream_error(provider: str, data: Any, secret: Secrets) -> LLMError:
     """Maps an error object that arrived inside a 200 stream; its status comes from
     a numeric ``code`` or a known error type, else it counts as a server error."""
-    message, code = _error_text(httpx.Response(200, json=data).content)
+    body = httpx.Response(200, json=data).content
+    message, code = _error_text(body)
     if code.isdigit() and 400 <= int(code) < 600:
         status = int(code)
     else:
         status = _ERROR_TYPE_STATUS.get(code.lower(), 400 if code else 500)
-    return classify(status, redact(f"{provider} stream error: {message}", secret), code)
+    return classify(status, message, code, public=reason(provider, "stream error", code),
+                    detail=redact(body.decode("utf-8", errors="replace"), secret))
 
 
 def error_from_response(provider: str, response: httpx.Response, secret: Secrets) -> LLMError:
@@ -217,15 +226,18 @@ def error_from_response(provider: str, response: httpx.Response, secret: Secrets
     except httpx.HTTPError:
         body = b""
     message, code = _error_text(body)
-    message = redact(f"{provider} HTTP {response.status_code}: {message or response.reason_phrase}", secret)
-    return classify(response.status_code, message, code, retry_after=parse_retry_after(response.headers))
+    status = response.status_code
+    return classify(status, message, code, public=reason(provider, f"HTTP {status}", code),
+                    detail=redact(body.decode("utf-8", errors="replace"), secret),
+                    retry_after=parse_retry_after(response.headers))
 
 
 def error_from_transport(provider: str, exc: httpx.TransportError, secret: Secrets) -> LLMError:
-    detail = redact(f"{provider} {type(exc).__name__}: {exc}", secret)
+    public = f"{provider} {type(exc).__name__}"  # the text may name hosts and addresses: log only
+    detail = redact(str(exc), secret)
     if isinstance(exc, httpx.TimeoutException):
-        return StreamStalled(detail)
-    return ProviderUnavailable(detail)
+        return StreamStalled(public, detail=detail)
+    return ProviderUnavailable(public, detail=detail)
 
 
 class HttpEventStream:
