@@ -65,7 +65,8 @@ def test_sigterm_mid_call_exits_promptly_and_another_worker_completes_the_phase(
     leaving = workers(settings=settings.model_copy(update={"offline_latency": 0.1}))
     with Conclave(settings, worker=False) as client:
         plan_id = client.submit(board_plan("shutdown mid-call", experts=1, words=5_000, chunk_chars=4))
-        wait_for(lambda: _running(client, plan_id, "r1.dana"), BOUND, what="r1.dana mid-call")
+        # the opening streams first, at this worker's pace (about 15 s)
+        wait_for(lambda: _running(client, plan_id, "r1.dana"), 2 * BOUND, what="r1.dana mid-call")
 
         assert leaving.proc is not None
         os.killpg(leaving.pid, signal.SIGTERM)  # a warm shutdown, as a supervisor stops a worker
