@@ -28,7 +28,7 @@ lint: install
 	$(BIN)/ruff check orchestrator tasks storage tests bench
 	$(BIN)/mypy
 
-## Break each invariant of DESIGN.md on purpose (tests/mutants/catalogue.py) in a scratch copy;
+## Break each invariant of DESIGN.md on purpose (tests/mutants/catalogue/) in a scratch copy;
 ## fail if its tests do not notice, or if an invariant has no mutation.
 mutants: install services
 	$(BIN)/python -m tests.mutants.run

@@ -1,0 +1,20 @@
+"""Named mutations, each breaking one invariant of DESIGN.md's table, and the tests
+that must catch it (``make mutants`` applies each in a scratch copy and runs them).
+
+One module per family of invariants; :data:`MUTATIONS` is all of them. Every
+invariant id in DESIGN.md needs at least one mutation; add one with each invariant
+you add. Pick the fastest tests that catch the mutant (repository tests first,
+worker-process tests only where the behaviour needs processes).
+
+When code moves and the runner reports a stale anchor, copy the guarded line's new
+text into ``old`` and its broken version into ``new``; keep ``name`` stable.
+"""
+
+from __future__ import annotations
+
+from tests.mutants.catalogue import briefing, fence, flow, hotpath, offline, plans, tenancy, trust
+from tests.mutants.catalogue_types import Mutation
+
+MUTATIONS: tuple[Mutation, ...] = (
+    *plans.MUTATIONS, *fence.MUTATIONS, *flow.MUTATIONS, *tenancy.MUTATIONS, *trust.MUTATIONS, *hotpath.MUTATIONS,
+    *briefing.MUTATIONS, *offline.MUTATIONS)
