@@ -24,9 +24,10 @@ from orchestrator.errors import ServiceUnavailable, translate_storage
 from orchestrator.expand import expand
 from orchestrator.logs import bind
 from orchestrator.registry import ModelResolver
-from orchestrator.schema import dump_plan, load_plan
+from orchestrator.schema import check_update, dump_plan, load_plan
 from orchestrator.settings import Settings
-from storage import Database, contents, events, phases, plans, retention
+from orchestrator.views import PlanView, plan_view
+from storage import Database, contents, events, listing, phases, plans, retention, usage
 from storage.identity import DEFAULT_TENANT, Principal
 from storage.models import utcnow
 from storage.plans import PlanState
@@ -78,6 +79,7 @@ class Coordinator:
         created = plans.create_plan(
             self.db, title=plan.title, kind=plan.kind, spec=dump_plan(plan), phases=expand(plan),
             task_id=plan.task_id, max_active=self.settings.max_active_plans, max_debates=plan.max_debates,
+            labels=plan.labels,
             tenant=principal.tenant if principal else DEFAULT_TENANT, principal=principal,
             submit_rate=self.settings.submit_rate, briefing=ingest(plan.briefing, self.settings))
         plan_id = created.plan_id
@@ -149,15 +151,16 @@ class Coordinator:
         return True
 
     @translate_storage
-    def resume(self, ref: str, *, retry_failed: bool = False) -> ResumeResult:
+    def resume(self, ref: str, *, retry_failed: bool = False, principal: Principal | None = None) -> ResumeResult:
         """Rebuild from stored status: final phases stay final (failed ones rerun only with
         ``retry_failed``, recorded on the phase); the ready set is enqueued. One resume per
-        plan at a time across all processes — others get :class:`ResumeInProgress`."""
-        plan_id = plans.resolve(self.db, ref)
+        plan at a time across all processes — others get :class:`ResumeInProgress`.
+        ``principal`` (None: the operator) finds only its tenant's plans and is recorded."""
+        plan_id = self._resolve(ref, principal)
         with bind(plan_id=plan_id):
             plans.acquire_resume_guard(self.db, plan_id, owner=uuid.uuid4().hex,
                                        hold=timedelta(seconds=self.settings.resume_guard_seconds))
-            reopened = plans.reopen(self.db, plan_id, retry_failed=retry_failed)
+            reopened = plans.reopen(self.db, plan_id, retry_failed=retry_failed, actor=principal)
             publish_events(self.bus, plan_id, reopened.events)
             enqueued = self.advance(plan_id, force=True)
             status = plans.get_plan(self.db, plan_id).status
@@ -165,12 +168,12 @@ class Coordinator:
             return ResumeResult(plan_id, enqueued, reopened.keys, status)
 
     @translate_storage
-    def cancel(self, ref: str) -> CancelResult:
+    def cancel(self, ref: str, *, principal: Principal | None = None) -> CancelResult:
         """Set the stored cancel flag; queued phases end cancelled without running, running
         ones end cancelled at their next safe point. Never a success after a cancel."""
-        plan_id = plans.resolve(self.db, ref)
+        plan_id = self._resolve(ref, principal)
         with bind(plan_id=plan_id):
-            cancelled = plans.request_cancel(self.db, plan_id)
+            cancelled = plans.request_cancel(self.db, plan_id, actor=principal)
             publish_events(self.bus, plan_id, cancelled.events)
             self.advance(plan_id)
             return CancelResult(plan_id, cancelled.keys, plans.get_plan(self.db, plan_id).status)
@@ -200,15 +203,46 @@ class Coordinator:
             log.info("pruned %d event(s)", n, extra={"action": "retention.pruned"})
         return n
 
+    @translate_storage
+    def update(self, ref: str, changes: dict[str, Any], *, principal: Principal | None = None) -> PlanRecord:
+        """Change a plan's title, labels or (while it runs) ``max_debates``: ``changes`` holds
+        only the fields the caller sent, merged with the stored plan and validated again as a
+        whole before anything is stored (:func:`orchestrator.schema.check_update`)."""
+        plan_id = self._resolve(ref, principal)
+        current = plans.get_plan(self.db, plan_id)
+        merged = check_update(current.title, current.labels, current.max_debates, changes)
+        updated = plans.update_plan(self.db, plan_id, merged, actor=principal)
+        publish_events(self.bus, plan_id, updated.events)
+        return updated.plan
+
     # ---------------------------------------------------------------- read side
 
-    @translate_storage
-    def state(self, ref: str) -> PlanState:
-        return plans.load_state(self.db, plans.resolve(self.db, ref))
+    def _resolve(self, ref: str, principal: Principal | None) -> str:
+        """The plan id ``ref`` names, among the plans ``principal`` may see: its tenant's,
+        or every tenant's for an admin or the operator (None). Another tenant's plan is
+        "not found": ids never leak across tenants."""
+        tenant = None if principal is None or principal.is_admin else principal.tenant
+        return plans.resolve(self.db, ref, tenant=tenant)
 
     @translate_storage
-    def result_text(self, ref: str) -> str | None:
-        state = self.state(ref)
+    def state(self, ref: str, *, principal: Principal | None = None) -> PlanState:
+        return plans.load_state(self.db, self._resolve(ref, principal))
+
+    @translate_storage
+    def view(self, ref: str, *, principal: Principal | None = None) -> PlanView:
+        """What a user sees of the plan (:mod:`orchestrator.views`), derived from stored rows."""
+        state = self.state(ref, principal=principal)
+        return plan_view(state, usage.rows_for_plan(self.db, state.plan.id))
+
+    @translate_storage
+    def list_plans(self, *, principal: Principal | None = None, **filters: Any) -> listing.Page:
+        """A page of the plans ``principal`` may see, newest first (:func:`storage.listing.list_plans`)."""
+        tenant = None if principal is None or principal.is_admin else principal.tenant
+        return listing.list_plans(self.db, tenant=tenant, **filters)
+
+    @translate_storage
+    def result_text(self, ref: str, *, principal: Principal | None = None) -> str | None:
+        state = self.state(ref, principal=principal)
         terminal = [p for p in state.phases if p.meta.get("terminal")]
         return contents.read_text(self.db, state.plan.id, terminal[-1].key) if terminal else None
 
@@ -221,5 +255,5 @@ class Coordinator:
         return events.list_events(self.db, plan_id, after=after, limit=limit)
 
     @translate_storage
-    def get_plan(self, ref: str) -> PlanRecord:
-        return plans.get_plan(self.db, plans.resolve(self.db, ref))
+    def get_plan(self, ref: str, *, principal: Principal | None = None) -> PlanRecord:
+        return plans.get_plan(self.db, self._resolve(ref, principal))

@@ -139,6 +139,13 @@ class Unauthorized(ConclaveError):
     http_status = 401
 
 
+class Forbidden(ConclaveError):
+    """Authenticated, but the token lacks the scope this route needs."""
+
+    code = "auth.forbidden"
+    http_status = 403
+
+
 class TooManyStreams(ConclaveError):
     code = "request.too_many_streams"
     http_status = 429

@@ -25,10 +25,26 @@ NAME_RE = r"^[A-Za-z][A-Za-z0-9 _.'-]{0,39}$"
 ID_RE = r"^[a-z0-9][a-z0-9_-]{0,59}$"
 
 Text = Annotated[str, Field(min_length=1, max_length=20_000)]
+LABEL_RE = r"^[A-Za-z0-9][A-Za-z0-9_.:/=-]{0,63}$"
+Label = Annotated[str, Field(pattern=LABEL_RE)]  # a client's tag, e.g. "team=growth", "q3"
+MAX_LABELS = 20
+
+
+def check_labels(labels: list[str]) -> list[str]:
+    """Labels are a set written as a list: a repeated one is refused."""
+    seen = set()
+    for label in labels:
+        if label in seen:
+            raise ValueError(f"label {label!r} is given twice")
+        seen.add(label)
+    return labels
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    """Unknown fields are refused, and so are values of the wrong type: ``"rounds": true``
+    or ``"rounds": "2"`` is an error naming ``rounds``, never a silent 1 or 2."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, strict=True)
 
 
 class ModelConfig(_Strict):
@@ -84,13 +100,19 @@ class Synthesis(_Strict):
     depends_on: list[str] | None = None
 
 
+Title = Annotated[str, Field(min_length=1, max_length=300)]
+MaxDebates = Annotated[int, Field(ge=0, le=10)]
+Labels = Annotated[list[Label], Field(max_length=MAX_LABELS, description="a client's tags; no repeats")]
+
+
 class _PlanBase(_Strict):
-    title: str = Field(min_length=1, max_length=300)
+    title: Title
     task_id: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-/]+$")
     question: Text
     models: dict[str, ModelConfig] = Field(default_factory=dict, max_length=50)
     experts: list[Expert] = Field(min_length=1, max_length=24)
-    max_debates: int = Field(1, ge=0, le=10)
+    max_debates: MaxDebates = 1
+    labels: Labels = Field(default_factory=list)
     budget: Budget | None = None
     briefing: list[BriefingDocument] = Field(default_factory=list, max_length=10_000)
 
@@ -101,6 +123,11 @@ class _PlanBase(_Strict):
             if not re.match(r"^[A-Za-z0-9_.-]{1,80}$", name):
                 raise ValueError(f"model name {name!r} must be 1-80 letters, digits, '_', '.' or '-'")
         return v
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: list[str]) -> list[str]:
+        return check_labels(v)
 
     @model_validator(mode="after")
     def _check_briefing(self) -> _PlanBase:
@@ -331,3 +358,60 @@ def dump_plan(plan: BoardPlan | TeamPlan) -> dict[str, Any]:
     else:  # plans without a briefing keep the spec they always had
         del data["briefing"]
     return data
+
+
+class PlanUpdate(_Strict):
+    """A ``PATCH`` of a plan: only the fields sent change. ``null`` clears ``labels``; it is
+    refused for ``title`` and ``max_debates``, which a plan always has."""
+
+    title: Title | None = None
+    labels: Labels | None = None
+    max_debates: MaxDebates | None = None
+
+
+class _Patched(_Strict):
+    """The patchable part of a stored plan after a patch, validated whole."""
+
+    title: Title
+    labels: Labels
+    max_debates: MaxDebates
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: list[str]) -> list[str]:
+        return check_labels(v)
+
+
+def check_update(title: str, labels: list[str], max_debates: int, patch: Any) -> dict[str, Any]:
+    """The fields ``patch`` (a client's JSON object) changes, with their validated values:
+    the fields sent (``model_fields_set``, so a ``null`` is told apart from an omission)
+    merged over the stored ``title``, ``labels`` and ``max_debates``, and the merged whole
+    validated again before anything is stored. Raises :class:`InvalidPlan` naming the field."""
+    try:
+        if not isinstance(patch, dict):
+            raise _FieldError("body", "a PATCH body is a JSON object of the fields to change")
+        update = PlanUpdate.model_validate(patch)
+        sent = update.model_fields_set
+        for name in sorted(sent):
+            if getattr(update, name) is None and name != "labels":
+                raise _FieldError(name, f"{name} cannot be null: every plan has one")
+        if not sent:
+            raise _FieldError("body", f"nothing to change: send one of {', '.join(PlanUpdate.model_fields)}")
+        merged = {"title": title, "labels": labels, "max_debates": max_debates,
+                  **{k: (getattr(update, k) if getattr(update, k) is not None else []) for k in sent}}
+        checked = _Patched.model_validate(merged)
+    except _FieldError as exc:
+        raise InvalidPlan(f"{exc.field}: {exc.message}", details=[{"field": exc.field, "message": exc.message}]
+                          ) from None
+    except ValidationError as exc:
+        details = [_patch_detail(err) for err in exc.errors()]
+        raise InvalidPlan(f"{details[0]['field']}: {details[0]['message']}", details=details) from None
+    return {k: getattr(checked, k) for k in sent}
+
+
+def _patch_detail(err: Any) -> dict[str, str]:
+    field = ""
+    for part in err["loc"]:
+        field += f"[{part}]" if isinstance(part, int) else (f".{part}" if field else str(part))
+    msg = "unknown field" if err["type"] == "extra_forbidden" else str(err["msg"]).removeprefix("Value error, ")
+    return {"field": field or "body", "message": msg}

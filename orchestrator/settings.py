@@ -75,8 +75,12 @@ class Settings(BaseSettings):
         0.02, ge=0, le=2.0, description="Offline provider: seconds between chunks (at most 2)")
 
     log_level: str = Field("INFO", description="Log level of entry points")
+    auth: Literal["tokens", "off"] | None = Field(
+        None, description="API authentication: `tokens` (every /v1 route and /metrics need a bearer token: "
+                          "CONCLAVE_API_TOKEN or one from `conclave tokens create`) or `off`; default: tokens "
+                          "in a cluster or when CONCLAVE_API_TOKEN is set, off in embedded mode")
     api_token: SecretStr | None = Field(
-        None, description="If set, every /v1 HTTP route requires `Authorization: Bearer <token>`")
+        None, description="One token for simple setups (admin unless CONCLAVE_API_TOKEN_SCOPES says otherwise)")
     api_token_scopes: StrList = Field(
         default_factory=lambda: ["admin"], description="Scopes of CONCLAVE_API_TOKEN (default: admin)")
     api_token_tenant: str = Field(DEFAULT_TENANT, description="Tenant of CONCLAVE_API_TOKEN's submissions")
@@ -149,6 +153,14 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.home / 'conclave.db').resolve()}"
+
+    @property
+    def auth_required(self) -> bool:
+        """Whether the API asks every /v1 request (and /metrics) for a token. Fails closed:
+        only an explicit ``CONCLAVE_AUTH=off``, or embedded mode with no token set, opens it."""
+        if self.auth is not None:
+            return self.auth == "tokens"
+        return not self.embedded or self.api_token is not None
 
     @property
     def heartbeat_seconds(self) -> float:

@@ -47,6 +47,7 @@ class PlanView:
     task_id: str | None
     title: str
     kind: str
+    labels: list[str]
     status: PlanStatus
     cancel_requested: bool
     error_code: str | None
@@ -93,7 +94,7 @@ def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
         by_phase.setdefault(r.phase_id, []).append(r)
     p = state.plan
     return PlanView(
-        id=p.id, task_id=p.task_id, title=p.title, kind=p.kind, status=p.status,
+        id=p.id, task_id=p.task_id, title=p.title, kind=p.kind, labels=list(p.labels), status=p.status,
         cancel_requested=p.cancel_requested, error_code=p.error_code, error=p.error_message,
         created_at=p.created_at.isoformat(), finished_at=p.finished_at.isoformat() if p.finished_at else None,
         usage=_usage(rows),

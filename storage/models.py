@@ -71,7 +71,8 @@ class Plan(Base):
     __tablename__ = "plans"
     __table_args__ = (
         UniqueConstraint("tenant", "task_id", name="uq_plans_tenant_task_id"),
-        Index("ix_plans_tenant_created_at", "tenant", "created_at"),
+        Index("ix_plans_tenant_created_at", "tenant", "created_at", "id"),  # the listing's keyset order
+        Index("ix_plans_created_at", "created_at", "id"),  # an admin's listing, across tenants
         Index("ix_plans_tenant_status", "tenant", "status"),
     )
 
@@ -86,6 +87,7 @@ class Plan(Base):
     # Mutable settings live in columns, read by the transaction that needs them: the spec is
     # immutable once stored (workers cache it parsed, by plan id).
     max_debates: Mapped[int] = mapped_column(Integer, default=0)
+    labels: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
     error_code: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
     resume_owner: Mapped[str | None] = mapped_column(String(64))

@@ -10,7 +10,7 @@ for users in ``docs/api.md``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -90,6 +90,11 @@ def retry_requested(keys: Sequence[str]) -> NewEvent:
 def resume_requested(*, retry_failed: bool, reset: Sequence[str], actor: dict[str, Any] | None) -> NewEvent:
     """Every resume, with who asked (the audit trail) and what it reset."""
     return NewEvent("resume_requested", {"retry_failed": retry_failed, "reset": list(reset), "actor": actor})
+
+
+def plan_updated(changes: Mapping[str, Any], *, actor: dict[str, Any] | None) -> NewEvent:
+    """``changes``: each field a PATCH changed, with its new value; ``actor``: who asked."""
+    return NewEvent("plan_updated", {"changes": dict(changes), "actor": actor})
 
 
 def plan_finished(status: str, *, error_code: str | None, error: str | None) -> NewEvent:

@@ -72,6 +72,7 @@ def create_plan(
     submit_rate: int = 0,
     briefing: Sequence[NewDocument] = (),
     max_debates: int = 0,
+    labels: Sequence[str] = (),
 ) -> Created:
     """Insert a plan, all its phases and its briefing (documents and chunks) in one
     transaction, in ``tenant``: a failure anywhere stores nothing.
@@ -95,7 +96,7 @@ def create_plan(
         with db.transaction() as s:
             now = tenancy.admit(s, db.dialect, tenant, max_active=max_active, submit_rate=submit_rate)
             s.add(Plan(id=plan_id, tenant=tenant, task_id=task_id, title=title, kind=kind, spec=spec,
-                       max_debates=max_debates,
+                       max_debates=max_debates, labels=list(labels),
                        status=PlanStatus.RUNNING, created_at=now, updated_at=now))
             s.flush()
             for p in phases:
@@ -313,3 +314,41 @@ def stalled_plan_ids(db: Database, *, now: datetime, requeue_after: timedelta, l
              .where(or_(Plan.id.in_(expired), Plan.id.in_(lost), (Plan.updated_at < cutoff) & ~alive))
              .order_by(Plan.updated_at).limit(limit))
         return list(s.scalars(q))
+
+
+@dataclass(frozen=True)
+class Updated:
+    """What :func:`update_plan` did: the plan as stored now, and the event it stored
+    (none when nothing changed)."""
+
+    plan: PlanRecord
+    events: tuple[EventRecord, ...] = ()
+
+
+PATCHABLE = ("title", "labels", "max_debates")
+
+
+def update_plan(db: Database, plan_id: str, changes: dict[str, Any], *, actor: Principal | None = None) -> Updated:
+    """Apply already-validated ``changes`` (a subset of :data:`PATCHABLE`) under the plan's
+    row lock, recording who changed what in a ``plan_updated`` event. ``max_debates``
+    changes only while the plan runs (:class:`Conflict` after): completions read it
+    under the same lock, so a check that completes later sees the new limit."""
+    unknown = set(changes) - set(PATCHABLE)
+    if unknown:
+        raise ValueError(f"not patchable: {sorted(unknown)}")
+    with db.transaction() as s:
+        plan = s.get(Plan, plan_id, with_for_update=True)
+        if plan is None:
+            raise NotFound(f"no plan {plan_id!r}")
+        if "max_debates" in changes and plan.status in PLAN_FINAL:
+            raise Conflict(f"plan {plan_id} is {plan.status}: max_debates changes only while it runs")
+        changed = {k: v for k, v in changes.items() if getattr(plan, k) != v}
+        for key, value in changed.items():
+            setattr(plan, key, value)
+        outbox = Outbox(s, plan_id)
+        if changed:
+            plan.updated_at = utcnow()
+            outbox.append(payloads.plan_updated(changed, actor=actor.audit() if actor else None))
+        events = outbox.records()
+        s.flush()
+        return Updated(snapshot(PlanRecord, plan), events)

@@ -32,6 +32,7 @@ class PlanRecord:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    labels: list[str] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", PlanStatus(self.status))

@@ -2,9 +2,10 @@
 
 It owns a :class:`~orchestrator.client.Conclave` for its lifetime (built at
 startup, closed at shutdown) unless one is given, installs the JSON error
-handlers (:mod:`orchestrator.api.errors`), the token check
-(:mod:`orchestrator.api.auth`) and the routes (:mod:`orchestrator.api.plans`,
-:mod:`orchestrator.api.ops`).
+handlers (:mod:`orchestrator.api.errors`), the principal check
+(:mod:`orchestrator.api.auth`), the routes (:mod:`orchestrator.api.plans`,
+:mod:`orchestrator.api.ops`) and the published contract at ``/openapi.json`` and
+``/docs`` (:mod:`orchestrator.api.schemas`).
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from orchestrator.api.auth import BearerAuth
+from orchestrator.api.auth import Authenticate
 from orchestrator.api.errors import CatchAll, install_error_handlers
 from orchestrator.api.events import EventStreams
 from orchestrator.api.ops import router as ops_router
 from orchestrator.api.plans import plans_router
+from orchestrator.api.schemas import install_openapi
 from orchestrator.client import Conclave
 from orchestrator.settings import Settings
+from orchestrator.version import __version__
 from storage import connect
 
 log = logging.getLogger("orchestrator.api")
@@ -38,7 +41,7 @@ def create_app(settings: Settings, *, client: Conclave | None = None) -> FastAPI
                                worker=settings.embedded)
         app.state.client = c
         app.state.streams = EventStreams(c.coordinator, c.bus)
-        log.info("api ready (%s)", "auth required" if settings.api_token is not None else "no auth",
+        log.info("api ready (%s)", "tokens required" if settings.auth_required else "authentication off",
                  extra={"action": "api.started"})
         try:
             yield
@@ -46,14 +49,20 @@ def create_app(settings: Settings, *, client: Conclave | None = None) -> FastAPI
             if owned:
                 c.close()
 
-    app = FastAPI(title="Conclave", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
-                  openapi_url=None)
+    app = FastAPI(title="Conclave", version=__version__, lifespan=lifespan, docs_url="/docs", redoc_url=None,
+                  openapi_url="/openapi.json",
+                  description="Durable multi-expert LLM plans. Every error is JSON `{\"error\": {code, message, "
+                              "details}}`; authentication is a bearer token (see `conclave tokens`).")
     install_error_handlers(app)
+    install_openapi(app)
     token = settings.api_token.get_secret_value() if settings.api_token is not None else None
     if token is not None and not token.strip():
-        log.error("CONCLAVE_API_TOKEN is set but empty: every /v1 request will be refused",
+        log.error("CONCLAVE_API_TOKEN is set but empty: it matches no request",
                   extra={"action": "api.misconfigured"})
-    app.add_middleware(BearerAuth, token=token)
+    if not settings.auth_required:
+        log.warning("authentication is off: every caller is the operator (CONCLAVE_AUTH=off or embedded mode)",
+                    extra={"action": "api.auth_off"})
+    app.add_middleware(Authenticate, settings=settings)
     app.add_middleware(CatchAll)  # added last: outermost
     app.include_router(plans_router(settings))
     app.include_router(ops_router)

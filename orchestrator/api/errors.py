@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import uuid
 from typing import Any
 
@@ -44,8 +45,10 @@ def conclave_error_response(exc: ConclaveError) -> JSONResponse:
     elif status >= 500:
         log.error("server error %s: %s", exc.code, exc.message, exc_info=exc, extra={"action": "api.error"})
         message, details = "internal error", None
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse(error_body(exc.code, message, details), status_code=status, headers=headers)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+    if isinstance(details, dict) and isinstance(details.get("retry_after"), int | float):
+        headers["Retry-After"] = str(max(1, math.ceil(details["retry_after"])))
+    return JSONResponse(error_body(exc.code, message, details), status_code=status, headers=headers or None)
 
 
 async def _on_conclave_error(request: Request, exc: Exception) -> JSONResponse:

@@ -73,6 +73,18 @@ def _drain(sub: Subscription) -> list[dict[str, Any]]:
     return out
 
 
+class Slot:
+    """One open stream's share of the limit; released once, however many times asked."""
+
+    def __init__(self, streams: EventStreams) -> None:
+        self._streams: EventStreams | None = streams
+
+    def release(self) -> None:
+        if self._streams is not None:
+            self._streams.open -= 1
+            self._streams = None
+
+
 class EventStreams:
     def __init__(self, coordinator: Coordinator, bus: Bus, *, max_streams: int = 256, poll: float = 0.5,
                  tick: float = 0.1, keepalive: float = 10.0) -> None:
@@ -84,18 +96,22 @@ class EventStreams:
         self.keepalive = keepalive
         self.open = 0  # touched only on the event loop
 
-    def check_capacity(self) -> None:
+    def reserve(self) -> Slot:
+        """Take one of the ``max_streams`` slots, or raise :class:`TooManyStreams`. The
+        check and the count happen with no await in between, so the limit holds however
+        many requests arrive at once; the slot is given back when its stream ends."""
         if self.open >= self.max_streams:
             raise TooManyStreams(f"{self.open} event streams are open, the limit is {self.max_streams}",
                                  details=[{"field": "path", "message": "too many open event streams"}])
+        self.open += 1
+        return Slot(self)
 
     def _read(self, plan_id: str, after: int) -> tuple[bool, list[EventRecord]]:
         # status first: if the plan was final before the events were read, they include its end
         final = self.coordinator.get_plan(plan_id).final
         return final, self.coordinator.list_events(plan_id, after=after, limit=PAGE)
 
-    async def stream(self, plan_id: str, after: int) -> AsyncIterator[str]:
-        self.open += 1
+    async def stream(self, plan_id: str, after: int, slot: Slot) -> AsyncIterator[str]:
         sub: Subscription | None = None
         try:
             sub = await run_in_threadpool(self.bus.subscribe, plan_id)  # before the first read: no gap
@@ -141,7 +157,7 @@ class EventStreams:
                         last_write = time.monotonic()
                     await anyio.sleep(self.tick)
         finally:
-            self.open -= 1
+            slot.release()
             if sub is not None:
                 with anyio.CancelScope(shield=True):
                     await run_in_threadpool(sub.close)

@@ -2,8 +2,9 @@
 and the broker answer), ``/metrics`` (Prometheus text, computed from the database on
 every scrape, so any API replica reports the same numbers).
 
-None of them sits under ``/v1``, so none needs the API token; none reveals more than
-counts and ``ok``/``unreachable`` (the reason is logged, not returned).
+The probes need no token; ``/metrics`` needs the ``admin`` scope when authentication
+is on (it counts every tenant's plans). None reveals more than counts and
+``ok``/``unreachable`` (the reason is logged, not returned).
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 
+from orchestrator.api.auth import require
 from orchestrator.api.errors import error_body
 from orchestrator.errors import storage_boundary
 from storage import Database
 from storage import plans as plans_repo
+from storage.identity import ADMIN
 from storage.stats import FleetStats, fleet_stats
 from storage.status import PhaseStatus, PlanStatus
 
@@ -103,7 +106,8 @@ def _label(value: str) -> str:
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-@router.get("/metrics")
+@router.get("/metrics", dependencies=[Depends(require(ADMIN))], response_class=PlainTextResponse)
 async def metrics(request: Request) -> PlainTextResponse:
+    """Prometheus text; needs the admin scope when authentication is on."""
     stats = await run_in_threadpool(collect, request.app.state.client.db)
     return PlainTextResponse(exposition(stats), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -34,7 +34,11 @@ def board(**changes: Any) -> dict[str, Any]:
 
 
 class ApiServer:
-    """``conclave api --host 127.0.0.1 --port N`` as a subprocess."""
+    """``conclave api --host 127.0.0.1 --port N`` as a subprocess.
+
+    A cluster API requires tokens; a test about something else runs it with
+    ``CONCLAVE_AUTH=off`` (the operator's explicit opt-out) unless its ``env`` says
+    how to authenticate."""
 
     def __init__(self, settings: Any, log_dir: Path, env: dict[str, str] | None = None) -> None:
         with socket.socket() as s:
@@ -43,7 +47,10 @@ class ApiServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_dir / f"api-{self.port}.log"
         full_env = settings_env(settings)
-        full_env.update(env or {})
+        env = dict(env or {})
+        if "CONCLAVE_AUTH" not in env and "CONCLAVE_API_TOKEN" not in env:
+            env["CONCLAVE_AUTH"] = "off"
+        full_env.update(env)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([CONCLAVE, "api", "--host", "127.0.0.1", "--port", str(self.port)],
                                          cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT,
@@ -442,8 +449,10 @@ def test_bearer_auth(api: Any, settings: Any) -> None:
     assert httpx.get(f"{url}/v1/plans/{r.json()['plan_id']}", headers=good).status_code == 200
     assert httpx.get(f"{url}/v1/plans/{r.json()['plan_id']}",
                      headers={"authorization": f"bearer {TOKEN}"}).status_code == 200  # scheme is case-insensitive
-    for path in ("/healthz", "/readyz", "/metrics"):  # operational routes stay open
+    for path in ("/healthz", "/readyz", "/openapi.json", "/docs"):  # probes and the contract stay open
         assert httpx.get(url + path).status_code == 200
+    assert_error(httpx.get(f"{url}/metrics"), 401)  # every tenant's counts: the admin scope
+    assert httpx.get(f"{url}/metrics", headers=good).status_code == 200
     assert TOKEN not in server.log()
 
     # fail closed: a configured but empty token refuses everything
@@ -451,8 +460,11 @@ def test_bearer_auth(api: Any, settings: Any) -> None:
     assert_error(httpx.get(f"{empty.url}/v1/plans/x", headers={"Authorization": "Bearer"}), 401)
     assert_error(httpx.get(f"{empty.url}/v1/plans/x", headers={"Authorization": "Bearer x"}), 401)
 
-    # no token configured: no header needed
-    open_ = api()
+    # a cluster with no token configured fails closed; only CONCLAVE_AUTH=off opens it
+    closed = api(env={"CONCLAVE_AUTH": "tokens"})
+    assert_error(httpx.get(f"{closed.url}/v1/plans/{r.json()['plan_id']}"), 401)
+    assert_error(httpx.get(f"{closed.url}/v1/plans/{r.json()['plan_id']}", headers=good), 401)
+    open_ = api(env={"CONCLAVE_AUTH": "off"})
     assert httpx.get(f"{open_.url}/v1/plans/{r.json()['plan_id']}").status_code == 200
 
 

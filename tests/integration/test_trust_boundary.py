@@ -121,8 +121,8 @@ def test_a_stored_plan_naming_a_conclave_variable_is_refused_by_the_worker(
     plan = load_plan(board({"provider": "openai", "model": "normal", "base_url": f"http://127.0.0.1:{port}/v1",
                             "api_key_env": "CONCLAVE_DATABASE_URL"}))
     with Conclave(cluster, worker=False) as c:
-        plan_id, _ = plans.create_plan(c.db, title=plan.title, kind=plan.kind, spec=plan.model_dump(mode="json"),
-                                       phases=expand(plan), task_id=None, max_active=100)
+        plan_id = plans.create_plan(c.db, title=plan.title, kind=plan.kind, spec=plan.model_dump(mode="json"),
+                                    phases=expand(plan), task_id=None, max_active=100).plan_id
         c.coordinator.advance(plan_id)
         wait_for(lambda: ledger(c.db, plan_id).phase("opening").final, 60, what="the opening phase to end")
         opening = ledger(c.db, plan_id).phase("opening")

@@ -33,7 +33,8 @@ def _built() -> list[NewEvent]:
         payloads.limit_reached("debate", limit=1, existing=1),
         payloads.cancel_requested(["a"]),
         payloads.retry_requested(["a"]),
-            payloads.resume_requested(retry_failed=False, reset=[], actor=None),
+        payloads.resume_requested(retry_failed=False, reset=[], actor=None),
+        payloads.plan_updated({"title": "t2"}, actor=None),
         payloads.plan_finished("completed", error_code=None, error=None),
     ]
 

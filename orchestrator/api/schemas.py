@@ -1,0 +1,118 @@
+"""The API's published contract: the response bodies of every route and the plan
+document a submit takes, as ``/openapi.json`` serves them (clients can be generated).
+
+Routes answer with the same dataclasses the Python API returns (:class:`PlanView`,
+:class:`ResumeResult`, …) serialised as JSON; the models here name the shapes that
+exist only over HTTP. The plan document's schema is pydantic's, of the same models
+that validate a submitted plan (:mod:`orchestrator.schema`), so the contract cannot
+drift from what the server accepts.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel, Field, TypeAdapter
+
+from orchestrator.schema import PlanSpec, PlanUpdate
+from storage.status import PhaseStatus, PlanStatus
+
+
+class FieldProblem(BaseModel):
+    field: str = Field(description="the field that is wrong, e.g. `experts[1].model`; `body` for the whole body")
+    message: str
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="stable, e.g. `plan.invalid`, `auth.forbidden`")
+    message: str
+    details: list[FieldProblem] | dict[str, Any] | None = Field(
+        description="the fields that are wrong, or facts such as `retry_after` / `request_id`")
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class Submitted(BaseModel):
+    plan_id: str
+    created: bool = Field(description="false: this task_id was already submitted with the same plan")
+    enqueued: list[str] = Field(description="keys of the phases sent to workers")
+
+
+class ResultText(BaseModel):
+    plan_id: str
+    status: PlanStatus
+    text: str
+
+
+class PhaseText(BaseModel):
+    plan_id: str
+    phase: str
+    status: PhaseStatus
+    text: str
+
+
+class PlanSummaryOut(BaseModel):
+    id: str
+    tenant: str
+    task_id: str | None
+    title: str
+    kind: str
+    status: PlanStatus
+    labels: list[str]
+    cancel_requested: bool
+    error_code: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class PlanPage(BaseModel):
+    plans: list[PlanSummaryOut]
+    next_cursor: str | None = Field(description="pass as `cursor` for the next page; null on the last page")
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The ``responses`` entry of a route for its error statuses (every error is JSON)."""
+    described = {400: "malformed body", 401: "missing, unknown or revoked token", 403: "the token lacks the scope",
+                 404: "no such plan (or another tenant's)", 409: "conflict", 413: "body too large",
+                 415: "unsupported media type", 422: "invalid input: `details` names each field",
+                 429: "limit reached (`Retry-After`)", 503: "a dependency is down"}
+    return {s: {"model": ErrorResponse, "description": described.get(s, "error")} for s in statuses}
+
+
+PLAN_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {"schema": {"$ref": "#/components/schemas/Plan"}},
+        "application/yaml": {"schema": {"$ref": "#/components/schemas/Plan"}},
+    },
+}
+
+PATCH_BODY = {
+    "required": True,
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PlanUpdate"}}},
+}
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Serve the routes' schema with the plan document's and the patch's added to its
+    components (the routes read those bodies themselves, to accept YAML and to name
+    every wrong field)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for name, adapter in (("Plan", TypeAdapter(PlanSpec)), ("PlanUpdate", TypeAdapter(PlanUpdate))):
+            body = adapter.json_schema(ref_template="#/components/schemas/{model}")
+            components.update(body.pop("$defs", {}))
+            components[name] = body
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

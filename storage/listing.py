@@ -1,0 +1,104 @@
+"""A tenant's plans, newest first, a page at a time.
+
+Keyset pagination on (created_at, id) — the order of ``ix_plans_tenant_created_at`` —
+so a page costs the same however many plans are stored, and a plan created while a
+client pages is never shown twice. The cursor is opaque to clients: the last row's
+(created_at, id), encoded. Rows carry no spec (a spec may be a megabyte).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import and_, exists, or_, select
+
+from storage.db import Database
+from storage.models import Plan
+from storage.status import PlanStatus
+
+MAX_PAGE = 200
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    id: str
+    tenant: str
+    task_id: str | None
+    title: str
+    kind: str
+    status: PlanStatus
+    labels: list[str]
+    cancel_requested: bool
+    error_code: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Page:
+    plans: list[PlanSummary]
+    next_cursor: str | None  # None: this is the last page
+
+
+def encode_cursor(created_at: datetime, plan_id: str) -> str:
+    raw = f"{created_at.isoformat()}|{plan_id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    """The (created_at, id) a cursor stands for; ``ValueError`` for anything this module
+    did not hand out."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        when, sep, plan_id = raw.partition("|")
+        if not sep or not plan_id or len(plan_id) > 36:
+            raise ValueError
+        moment = datetime.fromisoformat(when)
+        if moment.tzinfo is None:
+            raise ValueError
+        return moment, plan_id
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise ValueError("not a cursor this API handed out") from None
+
+
+_COLUMNS = (Plan.id, Plan.tenant, Plan.task_id, Plan.title, Plan.kind, Plan.status, Plan.labels,
+            Plan.cancel_requested, Plan.error_code, Plan.created_at, Plan.finished_at)
+
+
+def list_plans(db: Database, *, tenant: str | None, statuses: Sequence[str] = (), labels: Sequence[str] = (),
+               created_after: datetime | None = None, created_before: datetime | None = None,
+               task_id: str | None = None, limit: int = 50, cursor: str | None = None) -> Page:
+    """One page of plans, newest first. ``tenant`` None: every tenant (an admin).
+    A plan matches when its status is one of ``statuses`` (any if empty), it carries
+    every one of ``labels``, and it was created in (``created_after``, ``created_before``)."""
+    limit = max(1, min(limit, MAX_PAGE))
+    q = select(*_COLUMNS)
+    if tenant is not None:
+        q = q.where(Plan.tenant == tenant)
+    if statuses:
+        q = q.where(Plan.status.in_(list(statuses)))
+    if task_id is not None:
+        q = q.where(Plan.task_id == task_id)
+    if created_after is not None:
+        q = q.where(Plan.created_at > created_after)
+    if created_before is not None:
+        q = q.where(Plan.created_at < created_before)
+    for label in labels:
+        tags = db.sql.json_elements(Plan.__table__.c.labels)
+        q = q.where(exists(select(tags.c.value).where(tags.c.value == label)))
+    if cursor is not None:
+        at, last_id = decode_cursor(cursor)
+        q = q.where(or_(Plan.created_at < at, and_(Plan.created_at == at, Plan.id < last_id)))
+    q = q.order_by(Plan.created_at.desc(), Plan.id.desc()).limit(limit + 1)
+    with db.transaction() as s:
+        rows = s.execute(q).all()
+    page = [PlanSummary(id=r.id, tenant=r.tenant, task_id=r.task_id, title=r.title, kind=r.kind,
+                        status=PlanStatus(r.status), labels=list(r.labels or []),
+                        cancel_requested=bool(r.cancel_requested), error_code=r.error_code,
+                        created_at=r.created_at, finished_at=r.finished_at) for r in rows[:limit]]
+    more = len(rows) > limit
+    return Page(page, encode_cursor(page[-1].created_at, page[-1].id) if more and page else None)
