@@ -16,19 +16,20 @@ LEASE = timedelta(seconds=0.5)
 
 def new_plan(db: Database, title: str = "fence", *, max_active: int = 100) -> str:
     """``opening`` → ``final`` (terminal): the smallest plan with a dependency."""
-    plan_id, created = plans.create_plan(
+    created = plans.create_plan(
         db, title=title, kind="board", spec={"title": title}, task_id=None, max_active=max_active,
         phases=[NewPhase("opening", "opening", 0, []),
                 NewPhase("final", "final", 1, ["opening"], meta={"terminal": True})])
-    assert created
-    return plan_id
+    assert created.created
+    return created.plan_id
 
 
 def phase(db: Database, plan_id: str, key: str) -> PhaseRecord:
     return plans.load_state(db, plan_id).by_key()[key]
 
 
-def claim(db: Database, plan_id: str, key: str, owner: str, lease: timedelta = LEASE) -> phases.Claim | None:
+def claim(db: Database, plan_id: str, key: str, owner: str, lease: timedelta = LEASE) -> phases.Claimed | None:
+    """Claim ``key`` as ``owner``: the claim as stored (``.phase.attempt`` is the new attempt), or None."""
     return phases.claim_phase(db, phase(db, plan_id, key).id, owner=owner, lease=lease)
 
 
@@ -48,8 +49,18 @@ def spend(db: Database, plan_id: str, key: str, attempt: int, tokens_in: int, to
 
 
 def complete(db: Database, plan_id: str, key: str, attempt: int, text: str, **kw: Any) -> phases.Finished:
-    return phases.complete_phase(db, phase_id=phase(db, plan_id, key).id, attempt=attempt, text=text,
-                                 summary=text[:20], truncated=False, event_data={"attempt": attempt}, **kw)
+    """Complete ``key`` with ``text`` as ``attempt`` does; ``kw`` overrides the other fields of the
+    result (``summary``, ``truncated``, ``fallback``, ``offloaded``) or adds an ``insertion``."""
+    result: dict[str, Any] = {"summary": text[:20], "truncated": False, "fallback": False, "offloaded": False, **kw}
+    return phases.complete_phase(db, plan_id=plan_id, phase_id=phase(db, plan_id, key).id, attempt=attempt,
+                                 text=text, **result)
+
+
+def fail(db: Database, plan_id: str, key: str, attempt: int, code: str = "llm.unavailable",
+         message: str = "failed") -> phases.Finished:
+    """Fail ``key`` as ``attempt`` does when its model call raised."""
+    return phases.fail_phase(db, plan_id=plan_id, phase_id=phase(db, plan_id, key).id, attempt=attempt,
+                             code=code, message=message)
 
 
 def usage_by_attempt(db: Database, plan_id: str, key: str) -> dict[int, UsageRecord]:

@@ -31,15 +31,20 @@ def test_cancel_cancels_the_queued_phases_of_that_plan_and_flags_it(db: Database
     final = phase(db, plan_id, "final")
     assert phases.mark_enqueued(db, [final.id], stale_before=None) == [final.id]
 
-    assert plans.request_cancel(db, plan_id) == ["final"]  # the running one ends at its next safe point
+    done = plans.request_cancel(db, plan_id)
+    assert done.keys == ["final"]  # the running one ends at its next safe point
     state = plans.load_state(db, plan_id)
     assert state.plan.cancel_requested
     assert {p.key: p.status for p in state.phases} == {"opening": "running", "final": "cancelled"}
     cancelled = state.by_key()["final"]
     assert cancelled.finished_at is not None and cancelled.enqueued_at is None
     (event,) = [e for e in events.list_events(db, plan_id) if e.type == "cancel_requested"]
-    assert event.data == {"cancelled": ["final"]}
-    assert plans.request_cancel(db, plan_id) == []
+    assert event.data == {"cancelled": ["final"], "actor": None}
+    assert [(e.id, e.type, e.data) for e in done.events] == [(event.id, event.type, event.data)]
+    again = plans.request_cancel(db, plan_id)  # the plan is still running: flagged again, nothing left to cancel
+    assert again.keys == []
+    assert {p.key: p.status for p in plans.load_state(db, plan_id).phases} == {"opening": "running",
+                                                                              "final": "cancelled"}
 
     untouched = plans.load_state(db, other)  # another plan: not cancelled, its phases still claimable
     assert not untouched.plan.cancel_requested
@@ -70,7 +75,11 @@ def test_a_result_that_arrives_after_the_cancel_ends_cancelled(db: Database) -> 
     assert "phase_completed" not in event_types(db, plan_id)
     assert event_types(db, plan_id, "opening") == ["phase_started", "phase_cancelled"]
     (event,) = [e for e in events.list_events(db, plan_id) if e.type == "phase_cancelled"]
-    assert event.data == {"attempt": 1, "reason": "plan cancelled while the model ran", "k": 2, "n": 2}
+    assert event.data == {"attempt": 1, "expert": None, "kind": "opening", "round": None,
+                          "reason": "plan cancelled while the model ran", "error_code": None, "error": None,
+                          "k": 2, "n": 2}
+    assert [(e.id, e.type, e.data) for e in done.events] == [(event.id, event.type, event.data)]
+    assert again.events == ()  # the retry stored nothing
 
 
 def test_an_error_that_arrives_after_the_cancel_ends_cancelled(db: Database) -> None:
@@ -78,9 +87,11 @@ def test_an_error_that_arrives_after_the_cancel_ends_cancelled(db: Database) -> 
     got = claim(db, plan_id, "opening", "w1", lease=timedelta(seconds=60))
     assert got is not None
     plans.request_cancel(db, plan_id)
-    out = phases.fail_phase(db, phase_id=got.phase.id, attempt=1, code="llm.cancelled", message="stopped")
+    out = phases.fail_phase(db, plan_id=plan_id, phase_id=got.phase.id, attempt=1, code="llm.cancelled",
+                            message="stopped")
     assert out.status == "cancelled"
-    assert phase(db, plan_id, "opening").status == "cancelled"
+    opening = phase(db, plan_id, "opening")
+    assert (opening.status, opening.error_code, opening.lease_owner) == ("cancelled", "llm.cancelled", None)
     assert "phase_cancelled" in event_types(db, plan_id, "opening")
     assert "phase_failed" not in event_types(db, plan_id)
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from storage import Database, contents, events, phases, plans
+from storage import Conflict, Database, contents, events, phases, plans
 from tests.integration.durability import wait_for
 from tests.integration.repositories.ledger import (
     claim,
@@ -36,10 +36,10 @@ def _taken_over(db: Database) -> str:
     which attempt 2 (w2) claimed; both attempts' model calls reported usage."""
     plan_id = new_plan(db)
     first = claim(db, plan_id, "opening", "w1")
-    assert first is not None and first.attempt == 1
+    assert first is not None and first.phase.attempt == 1
     wait_until_lease_expired(db, plan_id, "opening")
     second = claim(db, plan_id, "opening", "w2")
-    assert second is not None and second.attempt == 2
+    assert second is not None and second.phase.attempt == 2
     assert second.phase.lease_owner == "w2" and second.phase.status == "running"
     spend(db, plan_id, "opening", 1, 100, 50)  # attempt 1's call ended: its usage is on record
     spend(db, plan_id, "opening", 2, 30, 20)
@@ -107,7 +107,8 @@ def test_a_stale_attempt_cannot_fail_the_phase_another_attempt_runs(db: Database
     plan_id = _taken_over(db)
     opening = phase(db, plan_id, "opening")
 
-    out = phases.fail_phase(db, phase_id=opening.id, attempt=1, code="llm.unavailable", message="late")
+    out = phases.fail_phase(db, plan_id=plan_id, phase_id=opening.id, attempt=1, code="llm.unavailable",
+                            message="late")
     assert out.status == "fenced"
     now = phase(db, plan_id, "opening")
     assert (now.status, now.attempt, now.error_code) == ("running", 2, None)
@@ -135,7 +136,8 @@ def test_a_final_phase_is_never_claimed_again(db: Database, final: str) -> None:
     if final == "completed":
         assert complete(db, plan_id, "opening", 1, "done").status == "completed"
     else:
-        out = phases.fail_phase(db, phase_id=first.phase.id, attempt=1, code="llm.fatal", message="no")
+        out = phases.fail_phase(db, plan_id=plan_id, phase_id=first.phase.id, attempt=1, code="llm.fatal",
+                                message="no")
         assert out.status == "failed"
     assert claim(db, plan_id, "opening", "w2") is None
     assert phase(db, plan_id, "opening").attempt == 1
@@ -167,7 +169,9 @@ def test_a_claim_starts_the_attempt_and_records_it(db: Database) -> None:
     assert got.phase == now
     (started,) = [e for e in events.list_events(db, plan_id) if e.type == "phase_started"]
     assert (started.phase_key, started.data) == ("opening", {"attempt": 1, "expert": None, "kind": "opening",
-                                                             "worker": "host:42:abc"})
+                                                             "round": None, "worker": "host:42:abc",
+                                                             "k": 0, "n": 2})
+    assert (got.event.id, got.event.type, got.event.data) == (started.id, started.type, started.data)
 
 
 def test_a_heartbeat_renews_only_the_phase_and_attempt_it_names(db: Database) -> None:
@@ -195,14 +199,18 @@ def test_completing_writes_the_result_and_only_this_phases(db: Database) -> None
         spend(db, pid, "opening", 1, 10, 20)
     before = datetime.now(UTC)
 
-    done = phases.complete_phase(db, phase_id=phase(db, plan_id, "opening").id, attempt=1, text="full text",
-                                 summary="short", truncated=True, event_data={"chars": 9})
+    done = phases.complete_phase(db, plan_id=plan_id, phase_id=phase(db, plan_id, "opening").id, attempt=1,
+                                 text="full text", summary="short", truncated=True, fallback=True, offloaded=False)
     assert (done.status, done.k, done.n) == ("completed", 1, 2)
     mine = phase(db, plan_id, "opening")
     assert (mine.status, mine.summary, mine.truncated) == ("completed", "short", True)
     assert mine.finished_at is not None and mine.finished_at >= before
-    assert [e.data for e in events.list_events(db, plan_id) if e.type == "phase_completed"] == [
-        {"chars": 9, "k": 1, "n": 2}]
+    assert usage_by_attempt(db, plan_id, "opening")[1].counted
+    (completed,) = [e for e in events.list_events(db, plan_id) if e.type == "phase_completed"]
+    assert (completed.phase_key, completed.data) == ("opening", {
+        "attempt": 1, "expert": None, "kind": "opening", "round": None, "chars": 9, "truncated": True,
+        "fallback": True, "offloaded": False, "summary": "short", "k": 1, "n": 2})
+    assert [(e.id, e.type, e.data) for e in done.events] == [(completed.id, completed.type, completed.data)]
 
     theirs = phase(db, other, "opening")  # untouched: still running, its usage not counted
     assert (theirs.status, theirs.summary, theirs.lease_owner) == ("running", None, "w1")
@@ -216,11 +224,18 @@ def test_completing_writes_the_result_and_only_this_phases(db: Database) -> None
 def test_a_write_for_an_unknown_phase_is_fenced(db: Database) -> None:
     plan_id = new_plan(db)
     gone = "00000000-0000-0000-0000-000000000000"
-    out = phases.complete_phase(db, phase_id=gone, attempt=1, text="t", summary="t", truncated=False,
-                                event_data={})
-    assert out.status == "fenced"
-    assert phases.fail_phase(db, phase_id=gone, attempt=1, code="x", message="y").status == "fenced"
-    assert event_types(db, plan_id) == ["plan_submitted"]
+
+    def completing() -> str:
+        return phases.complete_phase(db, plan_id=plan_id, phase_id=gone, attempt=1, text="t", summary="t",
+                                     truncated=False, fallback=False, offloaded=False).status
+
+    if db.sql.folds:  # Postgres: the content INSERT reads the fenced UPDATE's result, which matched nothing
+        assert completing() == "fenced"
+    else:  # SQLite keeps the order content → fenced status: the content row's foreign key refuses it first
+        with pytest.raises(Conflict, match="FOREIGN KEY"):
+            completing()
+    assert phases.fail_phase(db, plan_id=plan_id, phase_id=gone, attempt=1, code="x", message="y").status == "fenced"
+    assert event_types(db, plan_id) == ["plan_submitted"] and content_rows(db, plan_id) == {}
 
 
 def test_failing_records_the_error_bounded_and_reports_progress(db: Database) -> None:
@@ -228,27 +243,32 @@ def test_failing_records_the_error_bounded_and_reports_progress(db: Database) ->
     got = claim(db, plan_id, "opening", "w1")
     assert got is not None
     long = "refused: " + "x" * 3000
-    out = phases.fail_phase(db, phase_id=got.phase.id, attempt=1, code="llm.auth", message=long)
+    out = phases.fail_phase(db, plan_id=plan_id, phase_id=got.phase.id, attempt=1, code="llm.auth", message=long)
     assert (out.status, out.k, out.n) == ("failed", 1, 2)
     failed = phase(db, plan_id, "opening")
     assert (failed.status, failed.error_code, failed.error_message) == ("failed", "llm.auth", long[:2000])
     assert failed.lease_owner is None and failed.lease_expires_at is None and failed.finished_at is not None
     (event,) = [e for e in events.list_events(db, plan_id) if e.type == "phase_failed"]
     assert event.phase_key == "opening"
-    assert event.data == {"attempt": 1, "error_code": "llm.auth", "error": long[:500], "k": 1, "n": 2}
+    assert event.data == {"attempt": 1, "expert": None, "kind": "opening", "round": None, "error_code": "llm.auth",
+                          "error": long[:500], "k": 1, "n": 2}
+    assert [(e.id, e.type, e.data) for e in out.events] == [(event.id, event.type, event.data)]
 
 
 def test_the_writes_that_finish_a_phase_take_its_plans_row_first(pg: Database) -> None:
     """One lock order per plan (plan row, then phase row) serialises completions, failures
-    and debate insertions of a plan: a completion waits while another transaction holds
-    the plan row (``KEY SHARE`` blocks only ``FOR UPDATE``; nothing else it writes waits)."""
+    and debate insertions of a plan: a completion starts by locking the plan row
+    (``UPDATE plans SET updated_at … RETURNING``), so it waits while another transaction holds
+    that row ``FOR SHARE`` — which blocks only updates of the plan row (the foreign-key checks of
+    the content and event inserts take ``KEY SHARE``) — and it has touched no phase row while it waits."""
     db = pg
     plan_id = new_plan(db)
     assert claim(db, plan_id, "opening", "w1", lease=timedelta(seconds=60)) is not None
+    opening = phase(db, plan_id, "opening")
     outcome: list[str] = []
     with db.engine.connect() as holder:
         tx = holder.begin()
-        holder.execute(text("SELECT id FROM plans WHERE id = :id FOR KEY SHARE"), {"id": plan_id})
+        holder.execute(text("SELECT id FROM plans WHERE id = :id FOR SHARE"), {"id": plan_id})
         writer = threading.Thread(target=lambda: outcome.append(complete(db, plan_id, "opening", 1, "t").status))
         writer.start()
 
@@ -257,12 +277,20 @@ def test_the_writes_that_finish_a_phase_take_its_plans_row_first(pg: Database) -
                 return True
             with db.engine.connect() as c:
                 return bool(c.execute(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                                           "AND datname = current_database()")).scalar())
+                                           "AND datname = current_database() AND query ILIKE 'UPDATE plans%'"))
+                            .scalar())
 
         try:
             wait_for(waiting_or_done, 30, interval=0.02, what="the completion to wait or finish")
             assert outcome == [], "the completion did not wait for the plan row"
+            with db.engine.connect() as other:  # the phase row is not locked yet: the plan row came first
+                with other.begin():
+                    got = other.execute(text("SELECT id FROM phases WHERE id = :id FOR UPDATE NOWAIT"),
+                                        {"id": opening.id}).scalar()
+                assert got == opening.id
+            assert phase(db, plan_id, "opening") == opening  # nothing of the completion is visible yet
         finally:
             tx.rollback()
         writer.join(30)
     assert outcome == ["completed"]
+    assert phase(db, plan_id, "opening").status == "completed"

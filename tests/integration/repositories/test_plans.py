@@ -21,14 +21,18 @@ SPEC = {"title": "same"}
 
 def _submit(db: Database, task_id: str | None, spec: dict[str, str] = SPEC, *, max_active: int = 100) -> tuple[
         str, bool]:
-    return plans.create_plan(db, title="t", kind="board", spec=spec, task_id=task_id, max_active=max_active,
-                             phases=[NewPhase("opening", "opening", 0, [])])
+    created = plans.create_plan(db, title="t", kind="board", spec=spec, task_id=task_id, max_active=max_active,
+                                phases=[NewPhase("opening", "opening", 0, [])])
+    return created.plan_id, created.created
 
 
 def test_resubmitting_a_task_id_returns_the_plan_and_a_different_plan_conflicts(db: Database) -> None:
     plan_id, created = _submit(db, "crm-1")
     assert created
     assert _submit(db, "crm-1") == (plan_id, False)
+    again = plans.create_plan(db, title="t", kind="board", spec=SPEC, task_id="crm-1", max_active=100,
+                              phases=[NewPhase("opening", "opening", 0, [])])
+    assert (again.plan_id, again.created, again.events) == (plan_id, False, ())  # nothing stored, nothing to publish
     with pytest.raises(Conflict, match="crm-1"):
         _submit(db, "crm-1", {"title": "another plan"})
     assert [p.key for p in plans.load_state(db, plan_id).phases] == ["opening"]
@@ -95,34 +99,55 @@ def test_one_resume_guard_at_a_time_until_it_lapses(db: Database) -> None:
     plans.acquire_resume_guard(db, plan_id, "third", hold)  # a later resume gets it
 
 
+def _fail(db: Database, plan_id: str, claimed: phases.Claimed, message: str = "refused",
+          code: str = "llm.fatal") -> str:
+    """Fail the claimed attempt as its worker does when the model call raised; the outcome."""
+    return phases.fail_phase(db, plan_id=plan_id, phase_id=claimed.phase.id, attempt=claimed.phase.attempt,
+                             code=code, message=message).status
+
+
 def _failed_opening(db: Database) -> str:
     """``opening`` failed, ``final`` skipped because of it, the plan failed."""
     plan_id = new_plan(db)
     first = claim(db, plan_id, "opening", "w1")
     assert first is not None
-    phases.fail_phase(db, phase_id=first.phase.id, attempt=1, code="llm.fatal", message="refused")
-    phases.skip_phases(db, plan_id, ["final"], "a phase it depends on did not complete")
+    assert _fail(db, plan_id, first) == "failed"
+    phases.skip_phases(db, plan_id, {"a phase it depends on did not complete": ["final"]})
     assert plans.finish_plan(db, plan_id, "failed", error_code="llm.fatal", error_message="refused")
     return plan_id
 
 
 def test_resume_without_retry_failed_leaves_failed_phases_failed(db: Database) -> None:
     plan_id = _failed_opening(db)
-    assert plans.reopen(db, plan_id, retry_failed=False) == []
+    reopened = plans.reopen(db, plan_id, retry_failed=False)
+    assert reopened.keys == []
     state = plans.load_state(db, plan_id)
     assert state.plan.status == "failed"
     assert {p.key: p.status for p in state.phases} == {"opening": "failed", "final": "skipped"}
+    assert state.by_key()["opening"].retries_requested == 0
+    # every resume is recorded (departure 11), even one that reset nothing; no retry is
+    (event,) = [e for e in events.list_events(db, plan_id) if e.type == "resume_requested"]
+    assert event.data == {"retry_failed": False, "reset": [], "actor": None}
+    assert "retry_requested" not in event_types(db, plan_id)
+    assert [(e.id, e.type, e.data) for e in reopened.events] == [(event.id, event.type, event.data)]
 
 
 def test_retry_failed_reopens_failed_and_skipped_phases_and_records_it(db: Database) -> None:
     plan_id = _failed_opening(db)
-    assert sorted(plans.reopen(db, plan_id, retry_failed=True)) == ["final", "opening"]
+    reopened = plans.reopen(db, plan_id, retry_failed=True)
+    assert sorted(reopened.keys) == ["final", "opening"]
     state = plans.load_state(db, plan_id)
-    assert state.plan.status == "running" and state.plan.error_code is None
+    assert state.plan.status == "running" and state.plan.error_code is None and state.plan.finished_at is None
     by_key = state.by_key()
     assert {k: p.status for k, p in by_key.items()} == {"opening": "pending", "final": "pending"}
     assert by_key["opening"].retries_requested == 1 and by_key["final"].retries_requested == 0
+    assert all(p.error_code is None and p.error_message is None and p.finished_at is None for p in state.phases)
     assert event_types(db, plan_id).count("retry_requested") == 1
+    stored = [e for e in events.list_events(db, plan_id) if e.type in ("retry_requested", "resume_requested")]
+    assert [(e.id, e.type, e.data) for e in reopened.events] == [(e.id, e.type, e.data) for e in stored]
+    assert stored[1].data == {"retry_failed": True, "reset": reopened.keys, "actor": None}
+    again = claim(db, plan_id, "opening", "w2")  # claimable again: the next attempt
+    assert again is not None and again.phase.attempt == 2
 
 
 def test_retry_failed_never_reopens_a_completed_phase_or_a_completed_plan(db: Database) -> None:
@@ -131,9 +156,9 @@ def test_retry_failed_never_reopens_a_completed_phase_or_a_completed_plan(db: Da
     assert complete(db, plan_id, "opening", 1, "done").status == "completed"
     second = claim(db, plan_id, "final", "w1")
     assert second is not None
-    phases.fail_phase(db, phase_id=second.phase.id, attempt=1, code="llm.fatal", message="refused")
+    assert _fail(db, plan_id, second) == "failed"
 
-    assert plans.reopen(db, plan_id, retry_failed=True) == ["final"]  # a running plan: only the failed one
+    assert plans.reopen(db, plan_id, retry_failed=True).keys == ["final"]  # a running plan: only the failed one
     assert phase(db, plan_id, "opening").status == "completed"
 
     done = new_plan(db, "completed plan")
@@ -141,9 +166,9 @@ def test_retry_failed_never_reopens_a_completed_phase_or_a_completed_plan(db: Da
     assert complete(db, done, "opening", 1, "done").status == "completed"
     last = claim(db, done, "final", "w1")
     assert last is not None
-    phases.fail_phase(db, phase_id=last.phase.id, attempt=1, code="llm.fatal", message="refused")
+    assert _fail(db, done, last) == "failed"
     assert plans.finish_plan(db, done, "completed")
-    assert plans.reopen(db, done, retry_failed=True) == []  # a completed plan is final for good
+    assert plans.reopen(db, done, retry_failed=True).keys == []  # a completed plan is final for good
     state = plans.load_state(db, done)
     assert state.plan.status == "completed"
     assert {p.key: p.status for p in state.phases} == {"opening": "completed", "final": "failed"}
@@ -151,18 +176,27 @@ def test_retry_failed_never_reopens_a_completed_phase_or_a_completed_plan(db: Da
 
 def test_a_plan_is_finished_once(db: Database) -> None:
     plan_id = new_plan(db)
-    assert plans.finish_plan(db, plan_id, "completed")
-    assert not plans.finish_plan(db, plan_id, "failed", error_code="x", error_message="late")
+    finished = plans.finish_plan(db, plan_id, "completed")
+    assert finished is not None
+    assert plans.finish_plan(db, plan_id, "failed", error_code="x", error_message="late") is None
     assert plans.get_plan(db, plan_id).status == "completed"
-    assert event_types(db, plan_id).count("plan_finished") == 1
+    (event,) = [e for e in events.list_events(db, plan_id) if e.type == "plan_finished"]
+    assert (finished.id, finished.type, finished.data) == (event.id, event.type, event.data)  # what is published
 
 
 def test_the_reconciler_sees_exactly_the_plans_that_stopped_moving(db: Database) -> None:
+    """Stalled: a lease that expired (its worker died) at once; no stored progress for
+    ``requeue_after`` (a lost chord body) only while nothing runs on a live lease — a
+    phase still running on a live lease is the plan moving, however long its call takes."""
     requeue = timedelta(seconds=60)
     moving = new_plan(db, "moving")  # a phase running under a live lease
     assert claim(db, moving, "opening", "w1", lease=timedelta(seconds=600)) is not None
     expired = new_plan(db, "expired")  # a phase whose lease has passed
     assert claim(db, expired, "opening", "w1", lease=timedelta(seconds=0.2)) is not None
+    idle = new_plan(db, "idle")  # every phase final, and the advance that would finish it never came
+    for key in ("opening", "final"):
+        assert claim(db, idle, key, "w1") is not None
+        assert complete(db, idle, key, 1, "done").status == "completed"
     finished = new_plan(db, "finished")
     assert plans.finish_plan(db, finished, "completed")
     lease_end = phase(db, expired, "opening").lease_expires_at
@@ -171,9 +205,11 @@ def test_the_reconciler_sees_exactly_the_plans_that_stopped_moving(db: Database)
 
     later = datetime.now(UTC)
     assert set(plans.stalled_plan_ids(db, now=later, requeue_after=requeue)) == {expired}
-    # no stored progress for requeue_after (a lost chord body): every running plan
+    # no stored progress for requeue_after: every running plan but the one with a live lease
     quiet = later + requeue + timedelta(seconds=1)
-    assert set(plans.stalled_plan_ids(db, now=quiet, requeue_after=requeue)) >= {moving, expired}
+    assert set(plans.stalled_plan_ids(db, now=quiet, requeue_after=requeue)) == {expired, idle}
+    past_the_lease = later + timedelta(seconds=601)
+    assert set(plans.stalled_plan_ids(db, now=past_the_lease, requeue_after=requeue)) == {moving, expired, idle}
     assert finished not in plans.stalled_plan_ids(db, now=quiet + timedelta(days=1), requeue_after=requeue)
 
 
@@ -191,14 +227,54 @@ def test_a_phase_enqueued_long_ago_and_never_claimed_makes_its_plan_stalled(db: 
     assert moved > sent_at
     now = sent_at + (moved - sent_at) / 2 + requeue  # the cutoff falls between the two writes
     assert plans.stalled_plan_ids(db, now=now, requeue_after=requeue) == [lost]
+    assert plans.stalled_plan_ids(db, now=sent_at + requeue, requeue_after=requeue) == []  # not yet lost
+
+
+def test_a_phase_is_lost_only_once_it_has_been_ready_for_requeue_after_unclaimed(db: Database) -> None:
+    """Departure 5: a canvas marks every phase it carries when it is sent, so a mark alone
+    says nothing — ``final`` was marked long before ``opening`` ended and waits for it. It is
+    lost once it has been READY (its inputs final, since their ``finished_at``) for
+    ``requeue_after`` without a claim or a newer mark. ``side`` runs on a live lease, so the
+    plan never looks quiet: only the lost phase can make it stalled."""
+    requeue = timedelta(seconds=60)
+    plan_id = plans.create_plan(
+        db, title="canvas", kind="team", spec={"title": "canvas"}, task_id=None, max_active=100,
+        phases=[NewPhase("opening", "opening", 0, []), NewPhase("side", "turn", 1, []),
+                NewPhase("final", "final", 2, ["opening"], meta={"terminal": True})]).plan_id
+    ids = {p.key: p.id for p in plans.load_state(db, plan_id).phases}
+    assert phases.mark_enqueued(db, list(ids.values()), stale_before=None) == list(ids.values())  # one canvas
+    assert claim(db, plan_id, "side", "w1", lease=timedelta(seconds=600)) is not None
+    sent_at = phase(db, plan_id, "final").enqueued_at
+    assert sent_at is not None
+    wait_for(lambda: datetime.now(UTC) > sent_at, 10, interval=0.01, what="the clock to move")
+    assert claim(db, plan_id, "opening", "w1") is not None
+    assert complete(db, plan_id, "opening", 1, "done").status == "completed"
+    ready_at = phase(db, plan_id, "opening").finished_at
+    assert ready_at is not None and ready_at > sent_at
+
+    def stalled(cutoff: datetime) -> list[str]:
+        return plans.stalled_plan_ids(db, now=cutoff + requeue, requeue_after=requeue)
+
+    assert stalled(sent_at + (ready_at - sent_at) / 2) == []  # marked long ago, but ready only recently
+    assert stalled(ready_at + timedelta(seconds=1)) == [plan_id]  # ready for requeue_after, never claimed
+    wait_for(lambda: datetime.now(UTC) > ready_at, 10, interval=0.01, what="the clock to move")
+    assert phases.mark_enqueued(db, [ids["final"]], stale_before=None) == [ids["final"]]  # sent again
+    resent_at = phase(db, plan_id, "final").enqueued_at
+    assert resent_at is not None and resent_at > ready_at
+    assert stalled(ready_at + (resent_at - ready_at) / 2) == []  # its new message is not lost yet
+    assert stalled(resent_at + timedelta(seconds=1)) == [plan_id]
+    assert claim(db, plan_id, "final", "w1", lease=timedelta(seconds=600)) is not None
+    assert stalled(resent_at + timedelta(seconds=1)) == []  # claimed: running on a live lease
 
 
 def test_a_plan_is_stored_with_its_phases_as_given_and_read_in_plan_order(db: Database) -> None:
     given = [NewPhase("r1.ada", "turn", 1, ["opening"], expert="Ada", round=1, group_key="r1",
-                      meta={"tolerate_failed_deps": False}),
+                      meta={"tolerate_failed_deps": False}, inputs=["opening"]),
              NewPhase("opening", "opening", 0, [], expert="Mo", meta={"agenda": ["price"]})]
-    plan_id, _ = plans.create_plan(db, title="Pricing", kind="board", spec=SPEC, task_id="crm-9", max_active=10,
-                                   phases=given)
+    created = plans.create_plan(db, title="Pricing", kind="board", spec=SPEC, task_id="crm-9", max_active=10,
+                                phases=given)
+    assert created.created
+    plan_id = created.plan_id
     state = plans.load_state(db, plan_id)
     assert (state.plan.title, state.plan.kind, state.plan.spec, state.plan.task_id) == (
         "Pricing", "board", SPEC, "crm-9")
@@ -207,10 +283,31 @@ def test_a_plan_is_stored_with_its_phases_as_given_and_read_in_plan_order(db: Da
     for new, stored in zip(sorted(given, key=lambda p: p.position), state.phases, strict=True):
         assert (stored.kind, stored.expert, stored.round, stored.group_key, stored.position) == (
             new.kind, new.expert, new.round, new.group_key, new.position)
-        assert (stored.depends_on, stored.meta, stored.status, stored.attempt) == (
-            new.depends_on, new.meta, "pending", 0)
+        assert (stored.depends_on, stored.inputs, stored.meta, stored.status, stored.attempt) == (
+            new.depends_on, new.inputs, new.meta, "pending", 0)
+        assert (stored.plan_id, stored.enqueued_at, stored.lease_owner, stored.finished_at) == (
+            plan_id, None, None, None)
+    assert plans.get_spec(db, plan_id) == SPEC
     (event,) = events.list_events(db, plan_id)
-    assert (event.type, event.data) == ("plan_submitted", {"title": "Pricing", "kind": "board", "phases": 2})
+    assert (event.type, event.phase_key, event.data) == ("plan_submitted", None, {
+        "title": "Pricing", "kind": "board", "phases": 2, "tenant": "default", "principal": None,
+        "documents": 0, "chunks": 0})
+    assert [(e.id, e.type, e.data) for e in created.events] == [(event.id, event.type, event.data)]
+
+
+def test_a_plan_whose_phases_cannot_all_be_stored_stores_nothing(db: Database) -> None:
+    """The plan row, its phases and its ``plan_submitted`` event commit together or not at
+    all: a phase that cannot be stored (here a duplicate key) leaves no plan behind, and the
+    same ``task_id`` is then free."""
+    broken = [NewPhase("opening", "opening", 0, []), NewPhase("opening", "final", 1, [])]
+    with pytest.raises(Conflict):
+        plans.create_plan(db, title="t", kind="board", spec=SPEC, task_id="atomic", max_active=100, phases=broken)
+    with pytest.raises(NotFound):
+        plans.resolve(db, "atomic")
+    assert plans.running_plan_ids(db) == []
+    plan_id, created = _submit(db, "atomic")
+    assert created and [p.key for p in plans.load_state(db, plan_id).phases] == ["opening"]
+    assert event_types(db, plan_id) == ["plan_submitted"]
 
 
 def test_a_resubmission_is_answered_even_at_the_cap_and_a_cap_of_one_admits_one(db: Database) -> None:
@@ -286,9 +383,13 @@ def test_a_plan_is_found_by_id_or_task_id_and_an_unknown_one_is_named(db: Databa
     assert plans.resolve(db, plan_id) == plan_id
     assert plans.resolve(db, "crm:deal/42") == plan_id
     assert plans.resolve(db, other) == other
-    with pytest.raises(NotFound, match="no plan with id or task_id 'nope'"):
+    assert plans.resolve(db, plan_id.upper()) == plan_id  # shaped like a plan id: looked up as one (I20)
+    with pytest.raises(NotFound, match="no plan with task_id 'nope'"):
         plans.resolve(db, "nope")
-    for read in (plans.get_plan, plans.load_state):
+    unknown = "00000000-0000-0000-0000-000000000000"
+    with pytest.raises(NotFound, match=f"no plan with id '{unknown}'"):
+        plans.resolve(db, unknown)
+    for read in (plans.get_plan, plans.load_state, plans.get_spec):
         with pytest.raises(NotFound, match="no plan 'nope'"):
             read(db, "nope")  # type: ignore[operator]
     with pytest.raises(NotFound, match="no plan 'nope'"):
@@ -298,12 +399,31 @@ def test_a_plan_is_found_by_id_or_task_id_and_an_unknown_one_is_named(db: Databa
 
 
 def test_the_state_of_a_phase_is_its_plans(db: Database) -> None:
-    plan_id = new_plan(db)
-    other = new_plan(db, "another plan")
-    state = plans.state_of_phase(db, phase(db, plan_id, "final").id)
-    assert state is not None and state == plans.load_state(db, plan_id)
-    assert plans.state_of_phase(db, phase(db, other, "opening").id) == plans.load_state(db, other)
-    assert plans.state_of_phase(db, "00000000-0000-0000-0000-000000000000") is None
+    """What a worker reads about the phase it runs is its own plan's: the claim hands back
+    the phase with its plan id and the inputs of that plan (two plans with the same keys),
+    and the spec it parses is read by that plan id (``plans.state_of_phase`` is gone: the
+    claim reads what the worker needs, I33). An unknown phase is never claimed."""
+    def chain(title: str) -> str:  # opening -> final, with final's inputs stored as expansion stores them
+        return plans.create_plan(db, title=title, kind="board", spec={"title": title}, task_id=None,
+                                 max_active=100, phases=[
+                                     NewPhase("opening", "opening", 0, []),
+                                     NewPhase("final", "final", 1, ["opening"], inputs=["opening"])]).plan_id
+
+    plan_id = chain("this plan")
+    other = chain("another plan")
+    for pid, text_ in ((plan_id, "this plan's opening"), (other, "another plan's opening")):
+        assert claim(db, pid, "opening", "w1") is not None
+        assert complete(db, pid, "opening", 1, text_).status == "completed"
+    got = claim(db, plan_id, "final", "w1")
+    assert got is not None
+    assert (got.phase.id, got.phase.plan_id, got.phase.key) == (phase(db, plan_id, "final").id, plan_id, "final")
+    opening = phase(db, plan_id, "opening")
+    assert [p.id for p in got.inputs] == [opening.id] and got.inputs[0].plan_id == plan_id
+    assert got.texts == {opening.id: "this plan's opening"}
+    assert plans.get_spec(db, plan_id) == {"title": "this plan"}
+    assert plans.get_spec(db, other) == {"title": "another plan"}
+    assert phases.claim_phase(db, "00000000-0000-0000-0000-000000000000", owner="w1",
+                              lease=timedelta(seconds=5)) is None
 
 
 def test_a_resume_guard_holds_one_plan_only(db: Database) -> None:
@@ -318,27 +438,33 @@ def test_a_resume_guard_holds_one_plan_only(db: Database) -> None:
 def test_retry_failed_counts_each_retry_and_touches_only_its_plan(db: Database) -> None:
     plan_id = _failed_opening(db)
     other = _failed_opening(db)
-    assert sorted(plans.reopen(db, plan_id, retry_failed=True)) == ["final", "opening"]
+    assert sorted(plans.reopen(db, plan_id, retry_failed=True).keys) == ["final", "opening"]
     (event,) = [e for e in events.list_events(db, plan_id) if e.type == "retry_requested"]
     assert sorted(event.data["phases"]) == ["final", "opening"]
     assert {p.status for p in plans.load_state(db, other).phases} == {"failed", "skipped"}
 
+    assert {p.retries_requested for p in plans.load_state(db, other).phases} == {0}
+
     again = claim(db, plan_id, "opening", "w1")  # the retry fails too, and is retried again
-    assert again is not None and again.attempt == 2
-    phases.fail_phase(db, phase_id=again.phase.id, attempt=2, code="llm.fatal", message="refused again")
-    plans.reopen(db, plan_id, retry_failed=True)
+    assert again is not None and again.phase.attempt == 2
+    assert _fail(db, plan_id, again, "refused again") == "failed"
+    phases.skip_phases(db, plan_id, {"a phase it depends on did not complete": ["final"]})
+    assert plans.finish_plan(db, plan_id, "failed", error_code="llm.fatal", error_message="refused again")
+    assert sorted(plans.reopen(db, plan_id, retry_failed=True).keys) == ["final", "opening"]
     assert phase(db, plan_id, "opening").retries_requested == 2
+    assert phase(db, plan_id, "final").retries_requested == 0  # skipped, never failed
 
 
 def test_retry_failed_reopens_a_plan_that_ran_out_of_budget(db: Database) -> None:
     plan_id = new_plan(db)
     got = claim(db, plan_id, "opening", "w1")
     assert got is not None
-    phases.fail_phase(db, phase_id=got.phase.id, attempt=1, code="llm.budget_exhausted", message="spent")
+    assert _fail(db, plan_id, got, "spent", code="llm.budget_exhausted") == "failed"
     assert plans.finish_plan(db, plan_id, "budget_exhausted", error_code="plan.budget_exhausted",
                              error_message="spent")
-    assert plans.reopen(db, plan_id, retry_failed=True) == ["opening"]
-    assert plans.get_plan(db, plan_id).status == "running"
+    assert plans.reopen(db, plan_id, retry_failed=True).keys == ["opening"]
+    plan = plans.get_plan(db, plan_id)
+    assert (plan.status, plan.error_code, plan.error_message, plan.finished_at) == ("running", None, None, None)
 
 
 def test_finishing_records_the_outcome(db: Database) -> None:
