@@ -3,6 +3,10 @@
 Exit codes: 0 completed, 1 failed (or any other error), 2 invalid input (the
 message names the field), 130 cancelled. No command prints a traceback for a
 user error.
+
+``submit``, ``status``, ``watch``, ``result``, ``resume`` and ``cancel`` talk to the
+HTTP API instead of the database with ``--url`` (or ``CONCLAVE_URL``); the token comes
+from ``CONCLAVE_TOKEN`` (``--token`` also works, but shows in ``ps``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from orchestrator.celery_app import build_app
-from orchestrator.errors import ConclaveError, InvalidConfiguration, InvalidPlan, PlanNotFound
+from orchestrator.errors import (
+    ConclaveError,
+    Forbidden,
+    InvalidConfiguration,
+    InvalidPlan,
+    InvalidRequest,
+    PlanNotFound,
+    Unauthorized,
+)
 from orchestrator.logs import configure, context_in_worker_logs
 from orchestrator.settings import Settings, settings_errors
 from orchestrator.views import PlanView
@@ -29,6 +41,8 @@ from storage.status import PlanStatus
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT = {PlanStatus.COMPLETED: 0, PlanStatus.CANCELLED: 130}
 err = Console(stderr=True, soft_wrap=True)
+#: Errors of what the user gave (a plan, an id, a setting, a token): exit 2.
+INPUT_ERRORS = (InvalidPlan, PlanNotFound, InvalidConfiguration, InvalidRequest, Unauthorized, Forbidden)
 
 
 def _settings() -> Settings:
@@ -48,20 +62,33 @@ def _errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except ConclaveError as exc:
             err.print(f"[red]error[/red] {escape(f'[{exc.code}] {exc.message}')}", highlight=False)
-            if isinstance(exc, InvalidPlan) and isinstance(exc.details, list):
-                for d in exc.details[1:6]:
-                    err.print(escape(f"  {d['field'] or '(plan)'}: {d['message']}"), highlight=False)
-            sys.exit(2 if isinstance(exc, InvalidPlan | PlanNotFound | InvalidConfiguration) else 1)
+            if isinstance(exc.details, list):  # each field named once (a plan's first is in its message)
+                for d in exc.details[1:6] if isinstance(exc, InvalidPlan) else exc.details[:5]:
+                    line = f"{d.get('field') or '(plan)'}: {d.get('message')}" if isinstance(d, dict) else ""
+                    if line and line not in exc.message:
+                        err.print(escape(f"  {line}"), highlight=False)
+            sys.exit(2 if isinstance(exc, INPUT_ERRORS) else 1)
 
     return wrapper  # type: ignore[return-value]
 
 
-def _client(settings: Settings, *, worker: bool = True) -> Any:
-    """A client; in embedded mode ``worker`` says whether it runs the in-process worker
-    (commands that only read or flag stored state do not)."""
+def _client(settings: Settings, *, worker: bool = True, url: str | None = None, token: str | None = None) -> Any:
+    """A client: of the HTTP API at ``url`` if given, else of the configured database; in
+    embedded mode ``worker`` says whether it runs the in-process worker (commands that only
+    read or flag stored state do not)."""
     from orchestrator.client import Conclave
 
+    if url:
+        return Conclave.connect(url, token=token, settings=settings)
     return Conclave(settings, worker=worker)
+
+
+def _remote(fn: F) -> F:
+    """``--url`` / ``CONCLAVE_URL`` and ``--token`` / ``CONCLAVE_TOKEN``: talk to the HTTP API."""
+    fn = click.option("--token", envvar="CONCLAVE_TOKEN", default=None, metavar="TOKEN", show_envvar=True,
+                      help="Bearer token for --url; prefer the variable (an option shows in ps).")(fn)
+    return click.option("--url", envvar="CONCLAVE_URL", default=None, metavar="URL", show_envvar=True,
+                        help="Talk to the HTTP API at URL instead of the database.")(fn)
 
 
 def summary(view: PlanView, synthesis: str | None) -> dict[str, Any]:
@@ -143,20 +170,21 @@ def _cancel_on_interrupt(client: Any, plan_id: str) -> None:
 @cli.command()
 @click.argument("plan")
 @click.option("--json", "as_json", is_flag=True)
+@_remote
 @_errors
-def submit(plan: str, as_json: bool) -> None:
+def submit(plan: str, as_json: bool, url: str | None, token: str | None) -> None:
     """Submit PLAN to the cluster and print its id (idempotent per task_id)."""
     settings = _settings()
     configure("WARNING", stream=sys.stderr)
-    local = _read_local(plan, settings)
-    with _client(settings) as client:
-        result = client.coordinator.submit(local.plan)
+    local = _read_local(plan, settings)  # briefing paths are read here, also for --url
+    with _client(settings, url=url, token=token) as client:
+        result = client.submit_result(local.plan) if url else client.coordinator.submit(local.plan)
         if as_json:
             click.echo(json.dumps({"plan_id": result.plan_id, "created": result.created,
                                    "enqueued": result.enqueued}))
         else:
             click.echo(result.plan_id)
-        if settings.embedded:
+        if settings.embedded and not url:
             err.print("[yellow]embedded mode: no worker outlives this command; "
                       "`conclave resume ID --follow` runs it[/yellow]")
 
@@ -164,10 +192,11 @@ def submit(plan: str, as_json: bool) -> None:
 @cli.command()
 @click.argument("plan_id")
 @click.option("--json", "as_json", is_flag=True)
+@_remote
 @_errors
-def status(plan_id: str, as_json: bool) -> None:
+def status(plan_id: str, as_json: bool, url: str | None, token: str | None) -> None:
     """Show a plan's status, phases and usage."""
-    with _client(_settings(), worker=False) as client:
+    with _client(_settings(), worker=False, url=url, token=token) as client:
         view = client.get(plan_id)
         if as_json:
             click.echo(json.dumps(view.to_dict(), indent=2))
@@ -183,12 +212,13 @@ def status(plan_id: str, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("plan_id")
+@_remote
 @_errors
-def watch(plan_id: str) -> None:
+def watch(plan_id: str, url: str | None, token: str | None) -> None:
     """Follow a running plan live until it ends."""
     settings = _settings()
     configure("ERROR", stream=sys.stderr)
-    with _client(settings, worker=False) as client:
+    with _client(settings, worker=False, url=url, token=token) as client:
         from orchestrator.console import MeetingView
 
         view = MeetingView(Console(), client, client.get(plan_id).id).follow()
@@ -197,10 +227,11 @@ def watch(plan_id: str) -> None:
 
 @cli.command()
 @click.argument("plan_id")
+@_remote
 @_errors
-def result(plan_id: str) -> None:
+def result(plan_id: str, url: str | None, token: str | None) -> None:
     """Print the full text of a plan's final phase."""
-    with _client(_settings(), worker=False) as client:
+    with _client(_settings(), worker=False, url=url, token=token) as client:
         click.echo(client.result(plan_id))
 
 
@@ -209,12 +240,15 @@ def result(plan_id: str) -> None:
 @click.option("--retry-failed", is_flag=True, help="Also re-run failed phases (recorded on each).")
 @click.option("--follow/--no-follow", default=None, help="Follow until the plan ends (default in embedded mode).")
 @click.option("--json", "as_json", is_flag=True)
+@_remote
 @_errors
-def resume(ref: str, retry_failed: bool, follow: bool | None, as_json: bool) -> None:
+def resume(ref: str, retry_failed: bool, follow: bool | None, as_json: bool, url: str | None,
+           token: str | None) -> None:
     """Resume a plan by its id or external task id: re-enqueue exactly its pending phases."""
     settings = _settings()
-    configure("ERROR" if settings.embedded else "WARNING", stream=sys.stderr)
-    with _client(settings) as client:
+    embedded = settings.embedded and not url
+    configure("ERROR" if embedded else "WARNING", stream=sys.stderr)
+    with _client(settings, url=url, token=token) as client:
         res = client.resume(ref, retry_failed=retry_failed)
         if as_json:
             click.echo(json.dumps({"plan_id": res.plan_id, "status": res.status, "enqueued": res.enqueued,
@@ -222,7 +256,7 @@ def resume(ref: str, retry_failed: bool, follow: bool | None, as_json: bool) -> 
         else:
             click.echo(f"{res.plan_id}: enqueued {', '.join(res.enqueued) or 'nothing'}"
                        + (f"; retrying {', '.join(res.retried)}" if res.retried else ""))
-        if follow or (follow is None and settings.embedded):
+        if follow or (follow is None and embedded):
             view = client.wait(res.plan_id)
             sys.exit(_exit_for(view))
 
@@ -230,11 +264,12 @@ def resume(ref: str, retry_failed: bool, follow: bool | None, as_json: bool) -> 
 @cli.command()
 @click.argument("ref")
 @click.option("--json", "as_json", is_flag=True)
+@_remote
 @_errors
-def cancel(ref: str, as_json: bool) -> None:
+def cancel(ref: str, as_json: bool, url: str | None, token: str | None) -> None:
     """Cancel a plan: queued phases end cancelled; running ones at their next safe point."""
     settings = _settings()
-    with _client(settings, worker=False) as client:
+    with _client(settings, worker=False, url=url, token=token) as client:
         res = client.cancel(ref)
         if as_json:
             click.echo(json.dumps({"plan_id": res.plan_id, "status": res.status, "cancelled": res.cancelled}))

@@ -8,7 +8,8 @@
         print(conclave.result(plan_id))
 
 With no broker configured it runs embedded (see :mod:`orchestrator.embedded`);
-the in-process worker lives as long as the client.
+the in-process worker lives as long as the client. ``Conclave.connect(url, token=…)``
+makes the same calls over the HTTP API instead (:mod:`orchestrator.remote`).
 """
 
 from __future__ import annotations
@@ -18,22 +19,25 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.briefing.reading import load_local_plan
 from orchestrator.bus import Bus, MemoryBus, RedisBus, Subscription
 from orchestrator.celery_app import Shared, build_app, share
 from orchestrator.coordinator import CancelResult, Coordinator, ResumeResult
 from orchestrator.dispatch import CeleryDispatcher
-from orchestrator.errors import PlanNotFound, WaitTimeout, storage_boundary
+from orchestrator.errors import NotReady, WaitTimeout
 from orchestrator.schema import BoardPlan, TeamPlan
 from orchestrator.settings import Settings
-from orchestrator.views import PlanView, plan_view
+from orchestrator.views import PlanView
 from storage import Database, connect, upgrade
-from storage import usage as usage_repo
+
+if TYPE_CHECKING:
+    from orchestrator.remote import RemoteConclave
 
 PlanSource = str | Path | dict[str, Any] | BoardPlan | TeamPlan
 log = logging.getLogger(__name__)
+PAGE = 500  # stored events read at a time by watch()
 
 
 class Conclave:
@@ -65,6 +69,14 @@ class Conclave:
             settings = settings.model_copy(update=overrides)
         return cls(settings)
 
+    @classmethod
+    def connect(cls, url: str, *, token: str | None = None, **options: Any) -> RemoteConclave:
+        """The same calls over the HTTP API at ``url``, with ``Authorization: Bearer <token>``
+        (:class:`orchestrator.remote.RemoteConclave`; ``options``: its timeouts and settings)."""
+        from orchestrator.remote import RemoteConclave
+
+        return RemoteConclave(url, token=token, **options)
+
     def _start_embedded(self) -> None:
         from orchestrator.embedded import EmbeddedWorker
 
@@ -92,10 +104,7 @@ class Conclave:
         return self.coordinator.submit(plan).plan_id
 
     def get(self, plan_id: str) -> PlanView:
-        state = self.coordinator.state(plan_id)
-        with storage_boundary():
-            rows = usage_repo.rows_for_plan(self.db, state.plan.id)
-        return plan_view(state, rows)
+        return self.coordinator.view(plan_id)
 
     def wait(self, plan_id: str, timeout: float | None = None, poll: float = 0.25) -> PlanView:
         """Block until the plan is final; raises :class:`WaitTimeout`."""
@@ -112,7 +121,7 @@ class Conclave:
         """The full text of the final phase (synthesis or final summary)."""
         text = self.coordinator.result_text(plan_id)
         if text is None:
-            raise PlanNotFound(f"plan {plan_id} has no result yet ({self.get(plan_id).status})")
+            raise NotReady(f"plan {plan_id} has no result yet ({self.get(plan_id).status})")
         return text
 
     def phase_text(self, plan_id: str, key: str) -> str | None:
@@ -131,6 +140,36 @@ class Conclave:
 
     def events(self, plan_id: str, after: int = 0) -> Iterator[Any]:
         yield from self.coordinator.list_events(plan_id, after=after)
+
+    def watch(self, plan_id: str, after: int = 0, poll: float = 0.5) -> Iterator[dict[str, Any]]:
+        """Each stored event after ``after`` exactly once, in id order, with the live text
+        chunks between them, until the plan is final — what the API's event stream sends
+        (:meth:`orchestrator.remote.RemoteConclave.watch`). Chunks may be missed; events never."""
+        plan_id = self.coordinator.get_plan(plan_id).id
+        sub = self.subscribe(plan_id)  # before the first read: no gap
+        try:
+            last = after
+            while True:
+                final = self.coordinator.get_plan(plan_id).final  # first: the events read next include its end
+                stored = self.coordinator.list_events(plan_id, after=last, limit=PAGE)
+                for e in stored:
+                    yield {**e.message(), "created_at": e.created_at.isoformat()}
+                    last = e.id
+                if len(stored) == PAGE:
+                    continue
+                if final:
+                    return
+                deadline = time.monotonic() + poll
+                while (left := deadline - time.monotonic()) > 0:
+                    msg = sub.get(left)
+                    if msg is None:
+                        break
+                    if msg.get("type") == "chunk":
+                        yield msg
+                    elif isinstance(msg.get("id"), int) and msg["id"] > last:
+                        break  # a stored event: read it from the database, in order
+        finally:
+            sub.close()
 
     def close(self) -> None:
         if self._embedded is not None:
