@@ -20,7 +20,7 @@ from orchestrator.briefing.ingest import ingest
 from orchestrator.bus import Bus, publish_events
 from orchestrator.canvas import compile_canvas, orphans
 from orchestrator.dispatch import Dispatcher
-from orchestrator.errors import ServiceUnavailable, translate_storage
+from orchestrator.errors import PlanConflict, ServiceUnavailable, translate_storage
 from orchestrator.expand import expand
 from orchestrator.logs import bind
 from orchestrator.registry import ModelResolver
@@ -28,6 +28,7 @@ from orchestrator.schema import check_update, dump_plan, load_plan
 from orchestrator.settings import Settings
 from orchestrator.views import PlanView, plan_view
 from storage import Database, contents, events, listing, phases, plans, retention, usage
+from storage import errors as storage_errors
 from storage.identity import DEFAULT_TENANT, Principal
 from storage.models import utcnow
 from storage.plans import PlanState
@@ -211,7 +212,10 @@ class Coordinator:
         plan_id = self._resolve(ref, principal)
         current = plans.get_plan(self.db, plan_id)
         merged = check_update(current.title, current.labels, current.max_debates, changes)
-        updated = plans.update_plan(self.db, plan_id, merged, actor=principal)
+        try:
+            updated = plans.update_plan(self.db, plan_id, merged, actor=principal)
+        except storage_errors.Conflict as exc:  # max_debates of a plan that has ended
+            raise PlanConflict(str(exc), details=[{"field": "max_debates", "message": "the plan has ended"}]) from exc
         publish_events(self.bus, plan_id, updated.events)
         return updated.plan
 

@@ -53,7 +53,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orchestrator.errors import InvalidConfiguration, InvalidPlan
-from orchestrator.schema import BoardPlan, ModelConfig, TeamPlan
+from orchestrator.schema import BoardPlan, ModelConfig, SafeLoader, TeamPlan
 from orchestrator.settings import OWN_PREFIX, Settings
 from tasks.llm.errors import EgressRefused, ModelNotAllowed
 from tasks.llm.offline.options import option_problems
@@ -117,7 +117,7 @@ def load_registry(path: Path) -> dict[str, RegisteredModel]:
     try:
         if path.stat().st_size > MAX_REGISTRY_BYTES:
             raise _invalid(where, "", f"larger than {MAX_REGISTRY_BYTES} bytes")
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=SafeLoader)
     except OSError as exc:
         raise _invalid(where, "", f"cannot read it: {exc.strerror}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:

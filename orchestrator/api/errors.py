@@ -58,11 +58,20 @@ async def _on_conclave_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    details = [{"field": ".".join(str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "header")),
-                "message": str(err.get("msg", "invalid"))} for err in exc.errors()]
+    details = [{"field": _field(err.get("loc", ())), "message": str(err.get("msg", "invalid"))} for err in exc.errors()]
     first = details[0] if details else {"field": "", "message": "invalid request"}
     return JSONResponse(error_body("request.invalid", f"{first['field']}: {first['message']}", details),
                         status_code=422)
+
+
+def _field(loc: Any) -> str:
+    """``("query", "status", 0)`` → ``status[0]``: the notation plan errors use."""
+    out = ""
+    for part in loc:
+        if part in ("body", "query", "path", "header"):
+            continue
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
 
 
 async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:

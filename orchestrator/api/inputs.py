@@ -22,6 +22,7 @@ import yaml
 from starlette.requests import Request
 
 from orchestrator.errors import BodyTooLarge, InvalidRequest, MalformedBody, UnsupportedMediaType
+from orchestrator.schema import SafeLoader
 
 JSON_TYPES = frozenset({"application/json"})
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})
@@ -167,7 +168,7 @@ def _parse_json(text: str) -> Any:
 
 def _parse_yaml(text: str) -> Any:
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""

@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from orchestrator.api.auth import require
 from orchestrator.api.errors import error_body
+from orchestrator.api.schemas import errors
 from orchestrator.errors import storage_boundary
 from storage import Database
 from storage import plans as plans_repo
@@ -106,7 +107,8 @@ def _label(value: str) -> str:
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-@router.get("/metrics", dependencies=[Depends(require(ADMIN))], response_class=PlainTextResponse)
+@router.get("/metrics", dependencies=[Depends(require(ADMIN))], response_class=PlainTextResponse,
+            responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **errors(401, 403, 503)})
 async def metrics(request: Request) -> PlainTextResponse:
     """Prometheus text; needs the admin scope when authentication is on."""
     stats = await run_in_threadpool(collect, request.app.state.client.db)

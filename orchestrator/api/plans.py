@@ -29,7 +29,16 @@ from starlette.concurrency import run_in_threadpool
 from orchestrator.api import inputs as inp
 from orchestrator.api.auth import require
 from orchestrator.api.events import EventStreams
-from orchestrator.api.schemas import PATCH_BODY, PLAN_BODY, PhaseText, PlanPage, ResultText, Submitted, errors
+from orchestrator.api.schemas import (
+    PATCH_BODY,
+    PLAN_BODY,
+    SSE_EVENT,
+    PhaseText,
+    PlanPage,
+    ResultText,
+    Submitted,
+    errors,
+)
 from orchestrator.client import Conclave
 from orchestrator.coordinator import CancelResult, Coordinator, ResumeResult
 from orchestrator.errors import (
@@ -42,7 +51,7 @@ from orchestrator.errors import (
     PlanConflict,
     SubmitRateLimited,
 )
-from orchestrator.schema import LABEL_RE, MAX_LABELS
+from orchestrator.schema import LABEL_RE, MAX_LABELS, TASK_ID_RE
 from orchestrator.settings import Settings
 from orchestrator.views import PlanView
 from storage.identity import READ, WRITE, Principal
@@ -93,7 +102,8 @@ def plans_router(settings: Settings) -> APIRouter:
         """Store a plan (JSON or YAML; bare or as `{"plan": …}`) in the caller's tenant and start it.
         Idempotent per `task_id` within the tenant."""
         kind = inp.document_type(request)  # refused before the body is read
-        doc = inp.parse_document(await inp.read_body(request, limit), kind, max_bytes=limit)
+        body = await inp.read_body(request, limit)
+        doc = await run_in_threadpool(inp.parse_document, body, kind, max_bytes=limit)  # CPU: off the event loop
         plan = _unwrap(doc)
         try:
             res = await run_in_threadpool(_coordinator(request).submit, plan, principal=principal)
@@ -118,7 +128,7 @@ def plans_router(settings: Settings) -> APIRouter:
                                         description="plans carrying every one of these labels (repeatable)"),
         created_after: datetime | None = Query(None, description="ISO 8601; without a zone, UTC"),
         created_before: datetime | None = Query(None, description="ISO 8601; without a zone, UTC"),
-        task_id: str | None = Query(None, min_length=1, max_length=200),
+        task_id: str | None = Query(None, min_length=1, max_length=200, pattern=TASK_ID_RE),
         limit: int = Query(50, ge=1, le=MAX_PAGE),
         cursor: str | None = Query(None, max_length=200, description="`next_cursor` of the previous page"),
         principal: Principal | None = reader,
@@ -152,12 +162,7 @@ def plans_router(settings: Settings) -> APIRouter:
         ref = inp.plan_ref(plan_id)
         data = inp.parse_json_object(await inp.read_body(request, SMALL_BODY), inp.media_type(request))
         coordinator = _coordinator(request)
-        try:
-            plan = await _call(coordinator.update, ref, data, principal=principal)
-        except PlanConflict as exc:
-            if exc.details is not None:
-                raise
-            raise PlanConflict(exc.message, details=inp.field_error("max_debates", "the plan has ended")) from exc
+        plan = await _call(coordinator.update, ref, data, principal=principal)
         view = await _call(coordinator.view, plan.id, principal=principal)
         return JSONResponse(view.to_dict())
 
@@ -215,7 +220,7 @@ def plans_router(settings: Settings) -> APIRouter:
         return JSONResponse(asdict(res))
 
     @router.get("/plans/{plan_id}/events", response_class=StreamingResponse,
-                responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
+                responses={200: {"content": {"text/event-stream": {"schema": SSE_EVENT}},
                                  "description": "Server-Sent Events: stored events with `id:`, live `chunk`s"},
                            **errors(401, 403, 404, 422, 429)})
     async def plan_events(plan_id: str, request: Request, principal: Principal | None = reader) -> StreamingResponse:

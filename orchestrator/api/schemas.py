@@ -76,12 +76,14 @@ class PlanPage(BaseModel):
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """The ``responses`` entry of a route for its error statuses (every error is JSON)."""
+    """The ``responses`` entry of a route for its error statuses: every error is JSON,
+    whatever the route's own media type."""
     described = {400: "malformed body", 401: "missing, unknown or revoked token", 403: "the token lacks the scope",
                  404: "no such plan (or another tenant's)", 409: "conflict", 413: "body too large",
                  415: "unsupported media type", 422: "invalid input: `details` names each field",
                  429: "limit reached (`Retry-After`)", 503: "a dependency is down"}
-    return {s: {"model": ErrorResponse, "description": described.get(s, "error")} for s in statuses}
+    json_error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+    return {s: {"description": described.get(s, "error"), "content": json_error} for s in statuses}
 
 
 PLAN_BODY = {
@@ -89,6 +91,16 @@ PLAN_BODY = {
     "content": {
         "application/json": {"schema": {"$ref": "#/components/schemas/Plan"}},
         "application/yaml": {"schema": {"$ref": "#/components/schemas/Plan"}},
+    },
+}
+
+SSE_EVENT = {  # one Server-Sent Event of the stream, as a client's parser sees it
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "description": "the stored event's id (absent on `chunk`s): send as Last-Event-ID"},
+        "event": {"type": "string", "description": "the event type, or `chunk` for live text"},
+        "data": {"type": "string", "description": "JSON: `{id, type, phase, data, created_at}`, or a chunk"},
+        "retry": {"type": "integer"},
     },
 }
 
@@ -108,6 +120,9 @@ def install_openapi(app: FastAPI) -> None:
             return app.openapi_schema
         schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
         components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.update(ErrorResponse.model_json_schema(ref_template="#/components/schemas/{model}").pop("$defs"))
+        components["ErrorResponse"] = ErrorResponse.model_json_schema(ref_template="#/components/schemas/{model}")
+        components["ErrorResponse"].pop("$defs", None)
         for name, adapter in (("Plan", TypeAdapter(PlanSpec)), ("PlanUpdate", TypeAdapter(PlanUpdate))):
             body = adapter.json_schema(ref_template="#/components/schemas/{model}")
             components.update(body.pop("$defs", {}))
