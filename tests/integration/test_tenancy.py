@@ -42,9 +42,10 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
 
 def create(db: Database, tenant: str, *, task_id: str | None = None, title: str = "t", max_active: int = 100,
            submit_rate: int = 0, principal: Principal | None = None) -> tuple[str, bool]:
-    return plans.create_plan(db, title=title, kind="board", spec={"title": title}, phases=PHASES,
-                             task_id=task_id, max_active=max_active, tenant=tenant, principal=principal,
-                             submit_rate=submit_rate)
+    created = plans.create_plan(db, title=title, kind="board", spec={"title": title}, phases=PHASES,
+                                task_id=task_id, max_active=max_active, tenant=tenant, principal=principal,
+                                submit_rate=submit_rate)
+    return created.plan_id, created.created
 
 
 def backdate(db: Database, plan_ids: list[str], seconds: float) -> None:
