@@ -3,31 +3,30 @@ the content store (I14) and the stream guard (I15)."""
 
 from __future__ import annotations
 
-from tests.mutants.catalogue_types import Edit, Mutation, mutation  # noqa: F401
+from tests.mutants.catalogue_types import Mutation, mutation
 
-REPO = "tests/integration/repositories"
-FENCE = f"{REPO}/test_fence.py"
-PLANS = f"{REPO}/test_plans.py"
-CANCEL = f"{REPO}/test_cancel.py"
 GUARD = "tests/integration/llm/test_guard.py"
-PG = "[postgresql]"
+CLAIM = "tests/integration/test_claim_inputs.py::test_a_claim_reads_every_transitive_input_in_full_and_stores_its_start"
+PG, SQLITE = "[postgresql]", "[sqlite]"
 
 
 MUTATIONS: tuple[Mutation, ...] = (
     # I8 — canvases end in advance
     mutation(
         "chain-without-advance", "I8", "orchestrator/canvas.py",
-        "        return chain(lanes[0], advance)\n",
-        "        return lanes[0]\n",
-        tests=("tests/unit/test_canvas.py::test_signatures_end_in_advance_and_use_registered_names",),
+        "        return Chain((run, Advance())) if tail else run\n",
+        "        return run\n",
+        tests=("tests/unit/test_canvas.py::test_a_board_is_one_canvas_from_its_opening_to_advance",
+               "tests/unit/test_canvas.py::test_signatures_are_chains_of_chords_by_registered_name"),
         why="a single-lane canvas does not end in advance(plan): the plan stops after it"),
 
     # I14 — the full text through the content store
     mutation(
-        "inputs-read-from-summaries", "I14", "orchestrator/coordinator.py",
-        'texts = contents.read_texts(self.db, [p.id for p in work.inputs if p.status == "completed"])',
-        'texts = {p.id: p.summary or "" for p in work.inputs if p.status == "completed"}',
-        tests=("tests/integration/test_pipeline.py::test_team_plan_with_a_200kb_result_is_offloaded_and_read_in_full",),
+        "inputs-read-from-summaries", "I14", "storage/sql/base.py",
+        "            texts[record.id] = row.text\n",
+        '            texts[record.id] = record.summary or ""\n',
+        tests=(f"{CLAIM}{PG}", f"{CLAIM}{SQLITE}",
+               "tests/integration/test_pipeline.py::test_team_plan_with_a_200kb_result_is_offloaded_and_read_in_full"),
         why="a later phase is prompted with its inputs' short summaries, not their full text"),
 
     # I15 — the stream guard
@@ -44,10 +43,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(f"{GUARD}::test_break_after_partial_text_is_truncated_without_double_broadcast",),
         why="partial text is returned as if it were whole"),
     mutation(
-        "truncated-not-stored", "I15", "storage/phases.py",
-        'summary=summary, truncated=truncated,',
-        'summary=summary, truncated=False,',
-        tests=(f"{FENCE}::test_completing_writes_the_result_and_only_this_phases{PG}",),
+        "truncated-not-stored", "I15", "storage/sql/base.py",
+        '"truncated": bindparam("r_truncated", type_=PHASES.c.truncated.type),',
+        '"truncated": False,',
+        tests=("tests/integration/test_models_in_plans.py::test_break_mid_stream_keeps_partial_text_marked_truncated",),
         why="the stored phase does not say its text is partial"),
     mutation(
         "first-chunk-timeout-ignored", "I15", "tasks/llm/guard.py",

@@ -1,0 +1,84 @@
+"""What a claim hands its phase, on Postgres (one folded statement) and on SQLite (one
+transaction): the phase's transitive inputs — stored with it at expansion, not only its
+direct dependencies — in plan order, each with its full text from the content store
+(never the short summary the phase row keeps), and the ``phase_started`` event it stored
+in the same unit, published as stored."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.bus import MemoryBus, drain
+from orchestrator.coordinator import Coordinator
+from orchestrator.dispatch import RecordingDispatcher
+from orchestrator.settings import Settings
+from storage import Database, connect, contents, events, plans, upgrade
+from storage.status import Outcome
+from tasks.lease import Lease
+from tasks.llm.offline import OfflineProvider
+from tasks.runner import PhaseRunner
+from tests.integration.durability import board_plan
+
+OWNER = "it:1:claim"
+
+
+class InProcess:
+    """The control plane and a phase runner in this process, on one database."""
+
+    def __init__(self, url: str) -> None:
+        self.settings = Settings(database_url=url, offline_latency=0.0)
+        self.db: Database = connect(url)
+        self.coordinator = Coordinator(self.db, self.settings, RecordingDispatcher(), MemoryBus())
+        self.bus = MemoryBus()
+        self.runner = PhaseRunner(self.db, self.settings, self.bus, {"offline": OfflineProvider()})
+
+    def deliver(self, plan_id: str, key: str) -> Outcome | None:
+        phase_id = plans.load_state(self.db, plan_id).by_key()[key].id
+        work = self.runner.claim(phase_id, owner=OWNER, plan_id=plan_id)
+        return None if work is None else self.runner.execute(work, Lease(phase_id, work.attempt))
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def planes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[InProcess]:
+    if request.param == "postgresql":
+        url = request.getfixturevalue("clean_db")
+    else:
+        url = f"sqlite:///{tmp_path / 'conclave.db'}"
+        upgrade(url)
+    p = InProcess(url)
+    yield p
+    p.db.dispose()
+
+
+def test_a_claim_reads_every_transitive_input_in_full_and_stores_its_start(planes: InProcess) -> None:
+    plan_id = planes.coordinator.submit(board_plan("claim inputs", experts=2, words=200)).plan_id
+    done = ["opening", "r1.dana", "r1.ravi", "r1.summary"]
+    for key in done:
+        assert planes.deliver(plan_id, key) == Outcome.COMPLETED
+    by_key = plans.load_state(planes.db, plan_id).by_key()
+    final = by_key["final"]
+    assert final.depends_on == ["r1.summary"] and final.inputs == done  # one direct input, four in all
+    sub = planes.bus.subscribe(plan_id)
+
+    work = planes.runner.claim(final.id, owner=OWNER, plan_id=plan_id)
+
+    assert work is not None and work.attempt == 1
+    assert [p.key for p in work.inputs] == done  # transitive, in plan order
+    assert all(p.status == "completed" for p in work.inputs)
+    for key in done:
+        full = contents.read_text(planes.db, plan_id, key)
+        summary = by_key[key].summary
+        assert full is not None and summary is not None and len(summary) < len(full)  # a summary is not the text
+        assert work.texts[by_key[key].id] == full
+    assert set(work.texts) == {by_key[k].id for k in done}
+
+    [started] = [e for e in events.list_events(planes.db, plan_id)
+                 if e.type == "phase_started" and e.phase_key == "final"]
+    assert started.data == {"attempt": 1, "expert": final.expert, "kind": "final_summary", "round": 2,
+                            "worker": OWNER, "k": 4, "n": 5}
+    assert list(drain(sub, 0)) == [started.message()]  # published as stored, once
+    assert planes.runner.claim(final.id, owner=OWNER, plan_id=plan_id) is None  # a duplicate claims nothing
+    assert [e.type for e in events.list_events(planes.db, plan_id, after=started.id)] == []
