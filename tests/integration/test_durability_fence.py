@@ -2,13 +2,17 @@
 model call and its completion — with real worker processes, SIGSTOP and SIGKILL.
 
 To stop worker A at the one moment that matters (its call is over and its usage is on
-record, its completing transaction has not run), the test holds a ``FOR KEY SHARE``
-lock on the plan row from its own connection: A's completion begins by locking that
-row ``FOR UPDATE`` and waits, while everything else a takeover needs passes — claims
-and heartbeats update phase rows, usage and event inserts take ``KEY SHARE`` locks for
-their foreign keys, and the reconciler's ``UPDATE plans SET updated_at`` takes a
-``NO KEY UPDATE`` lock; none of them conflicts with ``KEY SHARE``. The test sees A
-waiting in ``pg_stat_activity``, then stops or kills it.
+record, its completing transaction has not written anything), the test gates A's
+completion and nothing else. Worker A connects with its own ``application_name`` (a
+query parameter of its database URL), and the test installs a statement-level trigger
+``BEFORE UPDATE ON plans FOR EACH STATEMENT`` that, for that application name only,
+takes and drops an advisory lock the test holds from its own connection. A completion
+starts with ``UPDATE plans SET updated_at … RETURNING`` (the plan-row lock, then the
+folded completion statement), so A's completion waits in the trigger — before any row
+is locked, holding no lock any other session needs. Everything a takeover needs (the
+reconciler's and the enqueue's ``UPDATE plans``, claims, heartbeats, usage and events)
+runs on other workers' connections and passes. The test sees A waiting in
+``pg_stat_activity``, then stops or kills it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -29,50 +34,6 @@ from tests.llm_server import LLMServer
 
 KEY_ENV = "DURABILITY_TEST_FENCE_KEY"  # not CONCLAVE_*: settings_env drops those
 QUESTION = "Should Ledgerly move to usage-based pricing next quarter?"
-
-
-@pytest.fixture()
-def settings(private_settings: Any) -> Any:
-    return private_settings
-
-
-class PlanRowLock:
-    """``SELECT … FROM plans WHERE id = … FOR KEY SHARE`` held in an open transaction."""
-
-    def __init__(self, db: Database, plan_id: str) -> None:
-        self._conn = db.engine.connect()
-        self._tx = self._conn.begin()
-        got = self._conn.execute(text("SELECT id FROM plans WHERE id = :id FOR KEY SHARE"), {"id": plan_id})
-        assert got.scalar() == plan_id
-        self._db = db
-
-    def completion_waiting(self) -> bool:
-        """Some backend waits for this lock in a completing transaction (``SELECT plans … FOR UPDATE``)."""
-        with self._db.engine.connect() as c:
-            n = c.execute(text(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND query ILIKE '%FROM plans%FOR UPDATE%'")).scalar()
-        return bool(n)
-
-    def release(self) -> None:
-        if self._conn.closed:
-            return
-        self._tx.rollback()
-        self._conn.close()
-
-
-@pytest.fixture()
-def row_lock(client: Any) -> Iterator[Any]:
-    held: list[PlanRowLock] = []
-
-    def take(plan_id: str) -> PlanRowLock:
-        lock = PlanRowLock(client.db, plan_id)
-        held.append(lock)
-        return lock
-
-    yield take
-    for lock in held:
-        lock.release()
 
 
 def answer(n: int) -> str:
@@ -108,6 +69,76 @@ def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[LLMServer, SecondC
             replies.go.set()
 
 
+@pytest.fixture()
+def settings(private_settings: Any, served: tuple[LLMServer, SecondCallWaits]) -> Any:
+    """The operator lets plans use the test server (a listed literal address) and its key."""
+    server, _ = served
+    return private_settings.model_copy(update={"allowed_key_envs": [KEY_ENV], "allowed_base_urls": [server.url]})
+
+
+class CompletionGate:
+    """Holds every ``UPDATE plans`` of the sessions named ``app`` at its start (a
+    statement-level BEFORE trigger waits for an advisory lock this object holds), until
+    :meth:`open`. Nothing else is held: the trigger fires before the statement locks a row."""
+
+    def __init__(self, db: Database) -> None:
+        tag = uuid.uuid4().hex[:8]
+        self.app = f"fence-worker-a-{tag}"
+        self.key = int(tag, 16)
+        self._trigger = f"fence_gate_{tag}"
+        self._db = db
+        with db.engine.begin() as c:
+            c.execute(text(f"""
+                CREATE FUNCTION {self._trigger}() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF current_setting('application_name') = '{self.app}' THEN
+                        PERFORM pg_advisory_lock({self.key});
+                        PERFORM pg_advisory_unlock({self.key});
+                    END IF;
+                    RETURN NULL;
+                END $$"""))
+            c.execute(text(f"CREATE TRIGGER {self._trigger} BEFORE UPDATE ON plans "
+                           f"FOR EACH STATEMENT EXECUTE FUNCTION {self._trigger}()"))
+        self._holder = db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        self._holder.execute(text("SELECT pg_advisory_lock(:k)"), {"k": self.key})
+
+    def url(self, database_url: str) -> str:
+        """``database_url`` for a session the gate holds."""
+        return f"{database_url}{'&' if '?' in database_url else '?'}application_name={self.app}"
+
+    def waiting(self) -> bool:
+        """A gated session waits in its plan-row lock (``UPDATE plans SET updated_at … RETURNING``)."""
+        with self._db.engine.connect() as c:
+            n = c.execute(text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND application_name = :app AND wait_event_type = 'Lock' AND wait_event = 'advisory' "
+                "AND query ILIKE 'UPDATE plans SET updated_at%RETURNING plans.cancel_requested%'"),
+                {"app": self.app}).scalar()
+        return bool(n)
+
+    def open(self) -> None:
+        if self._holder.closed:
+            return
+        self._holder.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
+        self._holder.close()
+
+    def remove(self) -> None:
+        self.open()
+        with self._db.engine.begin() as c:
+            c.execute(text("SET LOCAL lock_timeout = '30s'"))
+            c.execute(text(f"DROP TRIGGER IF EXISTS {self._trigger} ON plans"))
+            c.execute(text(f"DROP FUNCTION IF EXISTS {self._trigger}()"))
+
+
+@pytest.fixture()
+def gate(client: Any) -> Iterator[CompletionGate]:
+    held = CompletionGate(client.db)
+    try:
+        yield held
+    finally:
+        held.remove()
+
+
 def _plan(title: str, model: dict[str, Any]) -> dict[str, Any]:
     """Phase ``a`` (Ada, on ``model``), then the synthesis (offline)."""
     return {
@@ -124,14 +155,22 @@ def _phase(client: Any, plan_id: str, key: str = "a") -> Any:
     return plans.load_state(client.db, plan_id).by_key()[key]
 
 
-def _a_blocked_in_completion(client: Any, plan_id: str, lock: PlanRowLock, worker: Any) -> None:
-    """Wait until ``worker``'s attempt 1 has its usage on record and its completion waits on the lock."""
+def _worker_a(workers: Any, settings: Any, gate: CompletionGate) -> Any:
+    """Worker A: its database sessions are the ones the gate holds."""
+    (a,) = workers.many(1, settings=settings.model_copy(
+        update={"database_url": gate.url(settings.database_url)}))
+    return a
+
+
+def _a_held_in_completion(client: Any, plan_id: str, gate: CompletionGate, worker: Any) -> None:
+    """Wait until ``worker``'s attempt 1 has its usage on record and its completion waits at the gate."""
     a = _phase(client, plan_id)
     wait_for(lambda: any(u.phase_id == a.id and u.attempt == 1 for u in usage.rows_for_plan(client.db, plan_id)),
              60, interval=0.05, what="attempt 1's usage row")
-    wait_for(lock.completion_waiting, 30, interval=0.05, what="attempt 1's completion waiting on the plan row")
+    wait_for(gate.waiting, 30, interval=0.05, what="attempt 1's completion waiting at the gate")
     a = _phase(client, plan_id)
     assert (a.status, a.attempt, owner_pid(a)) == ("running", 1, worker.pid)
+    assert a.id not in contents.count_for_plan(client.db, plan_id)
 
 
 def _taken_over_by(client: Any, plan_id: str, worker: Any) -> None:
@@ -154,26 +193,26 @@ def _tokens(rows: list[Any]) -> int:
 
 @pytest.mark.slow
 def test_a_stalled_worker_comes_back_and_its_result_is_discarded(
-        client: Any, workers: Any, settings: Any, row_lock: Any, served: Any) -> None:
+        client: Any, workers: Any, settings: Any, gate: CompletionGate, served: Any) -> None:
     server, replies = served
     model = {"provider": "openai", "model": "normal", "base_url": server.url, "api_key_env": KEY_ENV,
              "max_retries": 0, "first_chunk_timeout": 300, "idle_timeout": 300, "deadline": 600}
     plan_id = client.submit(_plan("a stalled worker", model))  # no worker yet: the message waits
-    lock = row_lock(plan_id)
-    (a,) = workers.many(1)
-    _a_blocked_in_completion(client, plan_id, lock, a)
+    a = _worker_a(workers, settings, gate)
+    _a_held_in_completion(client, plan_id, gate, a)
 
     os.killpg(a.pid, signal.SIGSTOP)  # a long GC pause, a partition: A stops renewing its lease
     try:
         (b,) = workers.many(1, beat=True)  # its reconciler re-sends the phase once the lease expires
         _taken_over_by(client, plan_id, b)
         wait_for(lambda: server.count() == 2, 30, interval=0.05, what="attempt 2's model call")
-        lock.release()  # A's completion gets the plan row ...
     finally:
-        os.killpg(a.pid, signal.SIGCONT)  # ... and runs, while attempt 2 is mid-call
-    wait_for(lambda: "result discarded" in a.log() or "phase a completed" in a.log(), 30, interval=0.05,
+        os.killpg(a.pid, signal.SIGCONT)  # A comes back ...
+        gate.open()  # ... and its completion runs, while attempt 2 is mid-call
+    wait_for(lambda: "result discarded" in a.log() or "phase a completed" in a.log(), 60, interval=0.05,
              what="worker A's completion to finish")
     assert "result discarded: another attempt owns the phase" in a.log()  # A logs the fenced outcome
+    assert "phase a completed" not in a.log()
 
     now = ledger(client.db, plan_id)
     contested = now.phase("a")
@@ -181,6 +220,8 @@ def test_a_stalled_worker_comes_back_and_its_result_is_discarded(
     assert contested.id not in now.content_rows  # nothing of attempt 1 was written
     assert [(u.attempt, u.counted) for u in now.usage_of(contested)] == [(1, False)]
     assert not [e for e in client.coordinator.list_events(plan_id) if e.type == "phase_completed"]
+    running = client.coordinator.view(plan_id).phase("a").usage
+    assert (running.wasted_tokens, running.total_tokens) == (_tokens(now.usage_of(contested)), 0)
 
     replies.go.set()  # attempt 2's model call answers
     view = client.wait(plan_id, timeout=60)
@@ -188,7 +229,7 @@ def test_a_stalled_worker_comes_back_and_its_result_is_discarded(
     led = ledger(client.db, plan_id)
     assert_exactly_once(led)
     contested = led.phase("a")
-    assert contested.attempt == 2
+    assert (contested.status, contested.attempt) == ("completed", 2)
     assert led.content_rows[contested.id] == 1
     assert contents.read_text(client.db, plan_id, "a") == answer(2)  # the text is attempt 2's
     spent = sorted(led.usage_of(contested), key=lambda u: u.attempt)
@@ -206,14 +247,14 @@ def test_a_stalled_worker_comes_back_and_its_result_is_discarded(
 
 
 @pytest.mark.slow
-def test_a_worker_killed_after_its_usage_was_recorded(client: Any, workers: Any, row_lock: Any) -> None:
+def test_a_worker_killed_after_its_usage_was_recorded(
+        client: Any, workers: Any, settings: Any, gate: CompletionGate) -> None:
     plan_id = client.submit(_plan("killed after the call", {"provider": "offline", "options": {"words": 40}}))
-    lock = row_lock(plan_id)
-    (a,) = workers.many(1)
-    _a_blocked_in_completion(client, plan_id, lock, a)
+    a = _worker_a(workers, settings, gate)
+    _a_held_in_completion(client, plan_id, gate, a)
 
-    a.kill()  # SIGKILL after the model call reported usage, before the completing transaction
-    lock.release()
+    a.kill()  # SIGKILL after the model call reported usage, before the completing transaction wrote
+    gate.open()
     (b,) = workers.many(1, beat=True)
     _taken_over_by(client, plan_id, b)
     view = client.wait(plan_id, timeout=60)
@@ -222,7 +263,8 @@ def test_a_worker_killed_after_its_usage_was_recorded(client: Any, workers: Any,
     led = ledger(client.db, plan_id)
     assert_exactly_once(led)
     contested = led.phase("a")
-    assert contested.attempt == 2
+    assert (contested.status, contested.attempt) == ("completed", 2)
+    assert contents.count_for_plan(client.db, plan_id)[contested.id] == 1
     spent = sorted(led.usage_of(contested), key=lambda u: u.attempt)
     assert [(u.attempt, u.counted) for u in spent] == [(1, False), (2, True)]  # the killed attempt's row
     killed = _tokens(spent[:1])
@@ -231,3 +273,5 @@ def test_a_worker_killed_after_its_usage_was_recorded(client: Any, workers: Any,
     assert view.phase("a").usage.total_tokens == _tokens(spent[1:])  # ... never counted as cost
     assert view.usage.wasted_tokens == killed
     assert view.usage.total_tokens == _tokens(led.counted) == _tokens(led.usage_rows) - killed
+    finished = [e for e in client.coordinator.list_events(plan_id) if e.type == "plan_finished"]
+    assert [e.data["status"] for e in finished] == ["completed"]
