@@ -67,3 +67,15 @@ def test_environ_round_trips_lists_and_paths(tmp_path: object) -> None:
                  submit_rate=5)
     again = Settings(**{k.removeprefix("CONCLAVE_").lower(): v for k, v in s.environ().items()})
     assert again == s
+
+
+def test_authentication_fails_closed_in_a_cluster() -> None:
+    """A cluster API needs tokens whether or not one is configured; only an explicit
+    CONCLAVE_AUTH=off, or embedded mode with no token, lets every caller in as the operator."""
+    cluster = {"broker_url": "redis://127.0.0.1:6379/0", "database_url": "postgresql://db/x"}
+    assert Settings(**cluster).auth_required
+    assert Settings(**cluster, api_token="t0ken").auth_required
+    assert not Settings(**cluster, auth="off").auth_required
+    assert not Settings().auth_required  # embedded: the user is the operator
+    assert Settings(api_token="t0ken").auth_required
+    assert Settings(auth="tokens").auth_required
