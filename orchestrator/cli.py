@@ -35,6 +35,7 @@ from orchestrator.errors import (
 )
 from orchestrator.logs import configure, context_in_worker_logs
 from orchestrator.settings import Settings, settings_errors
+from orchestrator.version import __version__
 from orchestrator.views import PlanView
 from storage.status import PlanStatus
 
@@ -108,6 +109,7 @@ def _exit_for(view: PlanView) -> int:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="conclave")
 def cli() -> None:
     """Durable multi-expert LLM plans on a Celery worker fleet."""
 
@@ -283,21 +285,33 @@ def cancel(ref: str, as_json: bool, url: str | None, token: str | None) -> None:
 def worker(ctx: click.Context, beat: bool) -> None:
     """Run a Celery worker for the configured cluster (extra args go to celery)."""
     settings = _settings()
-    if settings.embedded:
-        raise click.ClickException("`conclave worker` needs CONCLAVE_BROKER_URL and CONCLAVE_DATABASE_URL")
+    if (problem := settings.fleet_problem()) is not None:
+        raise click.ClickException(problem)
     app = build_app(settings)  # Celery imports the task modules named in its include
     context_in_worker_logs()
 
     argv = ["worker", "--pool", settings.pool, "--concurrency", str(settings.concurrency), "-Q", "conclave",
-            "-E", "--loglevel", settings.log_level, *(["-B"] if beat else []), *ctx.args]
+            "-E", "--loglevel", settings.log_level, *(["-B", *_schedule(settings)] if beat else []), *ctx.args]
     app.worker_main(argv)
 
 
 @cli.command()
 def beat() -> None:
-    """Run the reconciler schedule (celery beat)."""
+    """Run the reconciler schedule (celery beat). Optional: every worker reconciles on its own."""
     settings = _settings()
-    build_app(settings).start(["beat", "--loglevel", settings.log_level])
+    if (problem := settings.fleet_problem()) is not None:
+        raise click.ClickException(problem)
+    build_app(settings).start(["beat", "--loglevel", settings.log_level, *_schedule(settings)])
+
+
+def _schedule(settings: Settings) -> list[str]:
+    """Beat's schedule file, under ``CONCLAVE_STATE_DIR`` (never the working directory)."""
+    try:
+        settings.state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise click.ClickException(f"CONCLAVE_STATE_DIR ({settings.state_dir}) cannot be created: "
+                                   f"{exc.strerror}") from None
+    return ["--schedule", str(settings.state_dir / "celerybeat-schedule")]
 
 
 @cli.command()

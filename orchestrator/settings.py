@@ -38,6 +38,8 @@ class Settings(BaseSettings):
     result_backend: str | None = Field(None, description="Celery result backend (chords); default: the Redis broker")
     redis_url: str | None = Field(None, description="Redis for live streams (pub/sub); default: the Redis broker")
     home: Path = Field(Path(".conclave"), description="Where embedded mode keeps its SQLite file")
+    state_dir: Path = Field(default_factory=lambda: Path.home() / ".local" / "state" / "conclave",
+                            description="Where beat keeps its schedule file (never the working directory)")
 
     pool: Literal["threads", "prefork", "solo", "gevent"] = Field("threads", description="Worker pool")
     concurrency: int = Field(32, ge=1, le=1000, description="Phases in flight per worker")
@@ -153,6 +155,17 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.home / 'conclave.db').resolve()}"
+
+    def fleet_problem(self) -> str | None:
+        """Why these settings cannot run a fleet worker (None when they can): a worker on
+        an in-memory broker or a local SQLite file would start and never see the fleet's
+        work."""
+        missing = [name for name, value in (("CONCLAVE_BROKER_URL", self.broker_url),
+                                            ("CONCLAVE_DATABASE_URL", self.database_url)) if not value]
+        if not missing:
+            return None
+        return (f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: a fleet worker needs the "
+                "cluster's broker and database (`conclave run` runs a plan embedded, with no services)")
 
     @property
     def auth_required(self) -> bool:

@@ -9,13 +9,13 @@ transaction-scoped advisory lock keyed by the tenant, on SQLite the write lock t
 
 from __future__ import annotations
 
-import hashlib
 import math
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
 
+from storage import locks
 from storage.errors import CapacityExceeded, RateLimited
 from storage.models import Plan, utcnow
 
@@ -23,9 +23,8 @@ RATE_WINDOW = timedelta(minutes=1)
 
 
 def lock_key(tenant: str) -> int:
-    """A stable signed 64-bit advisory-lock key for a tenant's admissions."""
-    digest = hashlib.sha256(f"conclave:admit:{tenant}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+    """The advisory-lock key of a tenant's admissions."""
+    return locks.lock_key(f"admit:{tenant}")
 
 
 def admit(s: Any, dialect: str, tenant: str, *, max_active: int, submit_rate: int) -> datetime:

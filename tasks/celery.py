@@ -20,5 +20,7 @@ except ValidationError as exc:  # refuse to start, naming the variable
     raise SystemExit("\n".join(f"conclave worker: {line}" for line in settings_errors(exc))) from None
 except InvalidConfiguration as exc:
     raise SystemExit(f"conclave worker: [{exc.code}] {exc.message}") from None
+if (problem := settings.fleet_problem()) is not None:  # fail loudly, never wait on an in-memory broker
+    raise SystemExit(f"conclave worker: {problem}")
 app = build_app(settings)
 context_in_worker_logs()

@@ -38,8 +38,9 @@ def advance(self: Any, plan_id: str) -> list[str]:
 
 
 @shared_task(name="conclave.reconcile", bind=True, ignore_result=True)
-def reconcile(self: Any) -> list[str]:
-    return runtime.current(self.app).coordinator.reconcile()
+def reconcile(self: Any) -> bool:
+    """Beat's reconcile: a sweep under the same fleet-wide lock as every worker's own."""
+    return runtime.current(self.app).housekeeper.sweep()
 
 
 @shared_task(name="conclave.prune", bind=True, ignore_result=True)

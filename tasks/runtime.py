@@ -1,5 +1,5 @@
 """What a worker process needs, built once per Celery app: database, bus, coordinator,
-phase runner, lease keeper.
+phase runner, lease keeper, housekeeper.
 
 A worker builds it lazily from ``CONCLAVE_*`` on its first task (after the fork,
 for prefork). When the process that built the app attached its resources to it
@@ -9,11 +9,13 @@ so the in-process worker shares the caller's database, in-memory bus and coordin
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from celery import Celery, signals
 
@@ -23,6 +25,7 @@ from orchestrator.coordinator import Coordinator
 from orchestrator.dispatch import CeleryDispatcher
 from orchestrator.settings import Settings
 from storage import Database, connect
+from tasks.housekeeping import Housekeeper
 from tasks.lease import LeaseKeeper
 from tasks.llm.gateway import default_providers
 from tasks.runner import PhaseRunner
@@ -35,11 +38,13 @@ class Runtime:
     coordinator: Coordinator
     runner: PhaseRunner
     leases: LeaseKeeper
+    housekeeper: Housekeeper
     worker_id: str
     owns_db: bool = True
 
     def close(self) -> None:
         signals.worker_shutting_down.disconnect(dispatch_uid=self._shutdown_uid)
+        self.housekeeper.stop()
         self.leases.close()
         if self.owns_db:
             self.db.dispose()
@@ -51,8 +56,11 @@ class Runtime:
     def stop_calls_on_shutdown(self) -> None:
         """SIGTERM (Celery's warm shutdown) stops this process's model calls at their next
         chunk; their phases go back to other workers (:meth:`tasks.lease.LeaseKeeper.shut_down`)."""
-        signals.worker_shutting_down.connect(lambda **_: self.leases.shut_down(), weak=False,
-                                             dispatch_uid=self._shutdown_uid)
+        def shutting_down(**_: Any) -> None:
+            self.housekeeper.stop(timeout=0)
+            self.leases.shut_down()
+
+        signals.worker_shutting_down.connect(shutting_down, weak=False, dispatch_uid=self._shutdown_uid)
 
 
 def build_runtime(settings: Settings, app: Celery, *, db: Database | None = None, bus: Bus | None = None,
@@ -65,10 +73,12 @@ def build_runtime(settings: Settings, app: Celery, *, db: Database | None = None
     runner = PhaseRunner(db, settings, bus, default_providers(testing=settings.testing))
     worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
     runtime = Runtime(settings, db, coordinator, runner, LeaseKeeper(runner.renew, settings.heartbeat_seconds),
-                      worker_id, owns_db)
+                      Housekeeper(db, coordinator, interval=settings.reconcile_interval), worker_id, owns_db)
     runtime.stop_calls_on_shutdown()
     return runtime
 
+
+log = logging.getLogger(__name__)
 
 _RUNTIME = "conclave_runtime"
 _lock = threading.Lock()
@@ -90,6 +100,22 @@ def current(app: Celery) -> Runtime:
             resources.closers.append(lambda: _forget(app, runtime))
         setattr(app, _RUNTIME, runtime)
         return runtime
+
+
+@signals.worker_ready.connect(weak=False, dispatch_uid="conclave.runtime.housekeeping")
+def start_housekeeping(sender: Any = None, **_: Any) -> None:
+    """A cluster worker, once ready to take work, reconciles and then keeps the fleet
+    healing on its own timer (:mod:`tasks.housekeeping`). The embedded worker has its own
+    reconciler thread in the caller's process."""
+    app = getattr(sender, "app", None)
+    if app is None:
+        return
+    rt = current(app)
+    if rt.settings.embedded:
+        return
+    rt.housekeeper.start()
+    log.info("reconciling every %ss under the fleet-wide lock", rt.settings.reconcile_interval,
+             extra={"action": "reconcile.started"})
 
 
 def _forget(app: Celery, runtime: Runtime) -> None:

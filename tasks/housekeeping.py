@@ -1,0 +1,75 @@
+"""The fleet heals itself, with no singleton: every worker process runs the reconciler
+and retention on its own timer, one at a time across the fleet.
+
+Each worker sweeps once when it is ready and then every ``CONCLAVE_RECONCILE_INTERVAL``
+seconds. A sweep first takes the fleet-wide advisory lock ``reconciler`` without waiting
+(:func:`storage.locks.exclusive`): the worker that gets it re-derives every stalled plan
+(:meth:`~orchestrator.coordinator.Coordinator.reconcile`) and, once an hour, applies the
+retention policy; the others skip that tick. The lock is held by the sweep's own
+transaction, so a worker killed mid-sweep releases it with its connection and the next
+worker to tick takes over — within one interval, whoever died.
+
+``conclave beat`` stays optional and harmless beside it: its ``conclave.reconcile`` task
+sweeps through the same lock. The worker starts its housekeeper when it is ready
+(:func:`tasks.runtime.start_housekeeping`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from orchestrator.coordinator import Coordinator
+from storage import Database, locks
+
+log = logging.getLogger(__name__)
+
+LOCK = "reconciler"
+PRUNE_EVERY = 3600.0
+
+
+class Housekeeper:
+    def __init__(self, db: Database, coordinator: Coordinator, *, interval: float,
+                 prune_every: float = PRUNE_EVERY) -> None:
+        self.db = db
+        self.coordinator = coordinator
+        self.interval = interval
+        self.prune_every = prune_every
+        self._last_prune: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sweep(self) -> bool:
+        """One pass of the reconciler (and retention, when due) if no other process is in
+        one. True when this process swept."""
+        with locks.exclusive(self.db, LOCK) as mine:
+            if not mine:
+                return False
+            nudged = self.coordinator.reconcile()
+            if self._last_prune is None or time.monotonic() - self._last_prune >= self.prune_every:
+                self._last_prune = time.monotonic()
+                self.coordinator.prune()
+            log.debug("swept: %d plan(s) nudged", len(nudged), extra={"action": "reconcile.swept"})
+            return True
+
+    def start(self) -> None:
+        """Sweep now, then every ``interval``, on a daemon thread, until :meth:`stop`."""
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="conclave-housekeeper", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.sweep()
+            except Exception as exc:  # an outage skips a sweep; the next tick tries again
+                log.warning("reconcile sweep failed: %s", exc, extra={"action": "reconcile.failed"})
+            if self._stop.wait(self.interval):
+                return
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
