@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from storage.db import Database
 from storage.errors import translated
@@ -24,11 +24,18 @@ def lock_key(name: str) -> int:
 
 
 @contextmanager
-def exclusive(db: Database, name: str) -> Iterator[bool]:
+def exclusive(db: Database, name: str, *, stalled_after: float) -> Iterator[bool]:
     """Yield True while this process holds the fleet-wide lock ``name``, False when another
-    process holds it (no waiting). The lock lasts until the block ends."""
+    process holds it (no waiting). The lock lasts until the block ends.
+
+    A holder that stops without dying (SIGSTOP, a long pause, a partition that keeps the
+    socket open) would keep the lock: its transaction is then idle, and Postgres ends the
+    session after ``stalled_after`` seconds idle (``idle_in_transaction_session_timeout``),
+    releasing the lock. The work the lock guards must be safe to run twice (it is an
+    economy, not the safety: the reconciler's sends are fenced by enqueue marks)."""
     if db.dialect != "postgresql":
         yield True
         return
     with translated(), db.engine.connect() as conn, conn.begin():
+        conn.execute(text(f"SET LOCAL idle_in_transaction_session_timeout = {max(1, int(stalled_after * 1000))}"))
         yield bool(conn.scalar(select(func.pg_try_advisory_xact_lock(lock_key(name)))))

@@ -7,7 +7,9 @@ seconds. A sweep first takes the fleet-wide advisory lock ``reconciler`` without
 (:meth:`~orchestrator.coordinator.Coordinator.reconcile`) and, once an hour, applies the
 retention policy; the others skip that tick. The lock is held by the sweep's own
 transaction, so a worker killed mid-sweep releases it with its connection and the next
-worker to tick takes over — within one interval, whoever died.
+worker to tick takes over — within one interval, whoever died; a worker that stops
+without dying (SIGSTOP, a long pause) loses it once its transaction has sat idle for
+``stalled_after`` (twice the lease, at least three intervals).
 
 ``conclave beat`` stays optional and harmless beside it: its ``conclave.reconcile`` task
 sweeps through the same lock. The worker starts its housekeeper when it is ready
@@ -30,11 +32,12 @@ PRUNE_EVERY = 3600.0
 
 
 class Housekeeper:
-    def __init__(self, db: Database, coordinator: Coordinator, *, interval: float,
+    def __init__(self, db: Database, coordinator: Coordinator, *, interval: float, stalled_after: float,
                  prune_every: float = PRUNE_EVERY) -> None:
         self.db = db
         self.coordinator = coordinator
         self.interval = interval
+        self.stalled_after = stalled_after  # a holder stopped this long loses the lock
         self.prune_every = prune_every
         self._last_prune: float | None = None
         self._stop = threading.Event()
@@ -43,7 +46,7 @@ class Housekeeper:
     def sweep(self) -> bool:
         """One pass of the reconciler (and retention, when due) if no other process is in
         one. True when this process swept."""
-        with locks.exclusive(self.db, LOCK) as mine:
+        with locks.exclusive(self.db, LOCK, stalled_after=self.stalled_after) as mine:
             if not mine:
                 return False
             nudged = self.coordinator.reconcile()

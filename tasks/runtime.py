@@ -73,7 +73,9 @@ def build_runtime(settings: Settings, app: Celery, *, db: Database | None = None
     runner = PhaseRunner(db, settings, bus, default_providers(testing=settings.testing))
     worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
     runtime = Runtime(settings, db, coordinator, runner, LeaseKeeper(runner.renew, settings.heartbeat_seconds),
-                      Housekeeper(db, coordinator, interval=settings.reconcile_interval), worker_id, owns_db)
+                      Housekeeper(db, coordinator, interval=settings.reconcile_interval,
+                                  stalled_after=max(2 * settings.lease_seconds, 3 * settings.reconcile_interval)),
+                      worker_id, owns_db)
     runtime.stop_calls_on_shutdown()
     return runtime
 

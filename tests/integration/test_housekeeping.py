@@ -49,8 +49,8 @@ def test_one_sweep_at_a_time_and_a_dead_holder_is_taken_over_at_once(two_workers
                                                                      ) -> None:
     db_a, db_b = two_workers
     rec_a, rec_b = Reconciler(), Reconciler()
-    a = Housekeeper(db_a, rec_a, interval=60)  # type: ignore[arg-type]
-    b = Housekeeper(db_b, rec_b, interval=60)  # type: ignore[arg-type]
+    a = Housekeeper(db_a, rec_a, interval=60, stalled_after=60)  # type: ignore[arg-type]
+    b = Housekeeper(db_b, rec_b, interval=60, stalled_after=60)  # type: ignore[arg-type]
 
     rec_a.hold.clear()
     swept: list[bool] = []
@@ -88,6 +88,33 @@ def test_one_sweep_at_a_time_and_a_dead_holder_is_taken_over_at_once(two_workers
     holder.join(10)
 
 
+def test_a_holder_that_stops_without_dying_loses_the_lock(two_workers: tuple[Database, Database]) -> None:
+    """SIGSTOP, a long pause, a partition that keeps the socket open: the holder's
+    transaction sits idle, and Postgres ends it after ``stalled_after``."""
+    db_a, db_b = two_workers
+    rec_a, rec_b = Reconciler(), Reconciler()
+    a = Housekeeper(db_a, rec_a, interval=60, stalled_after=1.0)  # type: ignore[arg-type]
+    b = Housekeeper(db_b, rec_b, interval=60, stalled_after=1.0)  # type: ignore[arg-type]
+    rec_a.hold.clear()
+    outcome: list[object] = []
+
+    def stalled_sweep() -> None:
+        try:
+            outcome.append(a.sweep())
+        except Exception as exc:  # its session was ended under it
+            outcome.append(exc)
+
+    holder = threading.Thread(target=stalled_sweep)
+    holder.start()
+    assert rec_a.inside.wait(10)
+    assert b.sweep() is False  # a holds it, and has not been idle long yet
+    wait_for(lambda: b.sweep() or None, 30, interval=0.2, what="the stalled holder's lock to be released")
+    assert rec_b.sweeps == 1
+    rec_a.hold.set()
+    holder.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], Exception), outcome  # a learns it lost the lock
+
+
 def test_sweeps_skip_nothing_on_sqlite(tmp_path: Any) -> None:
     """Embedded mode has one process: it always holds the lock."""
     from storage import upgrade
@@ -97,7 +124,7 @@ def test_sweeps_skip_nothing_on_sqlite(tmp_path: Any) -> None:
     db = connect(url)
     try:
         rec = Reconciler()
-        keeper = Housekeeper(db, rec, interval=60)  # type: ignore[arg-type]
+        keeper = Housekeeper(db, rec, interval=60, stalled_after=60)  # type: ignore[arg-type]
         assert keeper.sweep() and keeper.sweep() and rec.sweeps == 2
     finally:
         db.dispose()

@@ -21,6 +21,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(f"{HOUSEKEEPING}::test_one_sweep_at_a_time_and_a_dead_holder_is_taken_over_at_once",),
         why="the lock stays with the pooled connection after a sweep: one worker sweeps forever, the others never"),
     mutation(
+        "stalled-holder-keeps-the-lock", "I48", "storage/locks.py",
+        '        conn.execute(text(f"SET LOCAL idle_in_transaction_session_timeout = '
+        '{max(1, int(stalled_after * 1000))}"))\n',
+        "",
+        tests=(f"{HOUSEKEEPING}::test_a_holder_that_stops_without_dying_loses_the_lock",),
+        why="a worker stopped mid-sweep (SIGSTOP, a pause) keeps the lock, and no other worker ever reconciles"),
+    mutation(
         "housekeeper-never-started", "I48", "tasks/runtime.py",
         "    rt.housekeeper.start()\n",
         "",
