@@ -26,10 +26,10 @@ from orchestrator.bus import Bus, MemoryBus, RedisBus, Subscription
 from orchestrator.celery_app import Shared, build_app, share
 from orchestrator.coordinator import CancelResult, Coordinator, ResumeResult
 from orchestrator.dispatch import CeleryDispatcher
-from orchestrator.errors import NotReady, WaitTimeout
+from orchestrator.errors import NotReady
 from orchestrator.schema import BoardPlan, TeamPlan
 from orchestrator.settings import Settings
-from orchestrator.views import PlanView
+from orchestrator.views import PlanView, wait_final
 from storage import Database, connect, upgrade
 
 if TYPE_CHECKING:
@@ -108,14 +108,7 @@ class Conclave:
 
     def wait(self, plan_id: str, timeout: float | None = None, poll: float = 0.25) -> PlanView:
         """Block until the plan is final; raises :class:`WaitTimeout`."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            view = self.get(plan_id)
-            if view.final:
-                return view
-            if deadline is not None and time.monotonic() > deadline:
-                raise WaitTimeout(f"plan {plan_id} still {view.status} after {timeout}s")
-            time.sleep(poll)
+        return wait_final(self.get, plan_id, timeout, poll)
 
     def result(self, plan_id: str) -> str:
         """The full text of the final phase (synthesis or final summary)."""

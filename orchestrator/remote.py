@@ -57,11 +57,10 @@ from orchestrator.errors import (
     ServiceUnavailable,
     TooManyStreams,
     Unauthorized,
-    WaitTimeout,
 )
 from orchestrator.schema import BoardPlan, TeamPlan, dump_plan
 from orchestrator.settings import Settings
-from orchestrator.views import PhaseView, PlanView, UsageView
+from orchestrator.views import PhaseView, PlanView, UsageView, wait_final
 from storage.records import EventRecord
 from storage.status import PhaseStatus, PlanStatus
 from tasks.llm.sse import SSEDecoder, SSEEvent
@@ -125,14 +124,7 @@ class RemoteConclave:
 
     def wait(self, plan_id: str, timeout: float | None = None, poll: float = 0.25) -> PlanView:
         """Block until the plan is final; raises :class:`WaitTimeout`."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            view = self.get(plan_id)
-            if view.final:
-                return view
-            if deadline is not None and time.monotonic() > deadline:
-                raise WaitTimeout(f"plan {plan_id} still {view.status} after {timeout}s")
-            time.sleep(poll)
+        return wait_final(self.get, plan_id, timeout, poll)
 
     def result(self, plan_id: str) -> str:
         """The full text of the final phase; :class:`NotReady` while there is none."""

@@ -3,9 +3,12 @@ the CLI's ``--json`` and the HTTP API. Derived from stored rows on every read.""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from orchestrator.errors import WaitTimeout
 from storage.plans import PlanState
 from storage.records import UsageRecord
 from storage.status import PHASE_FINAL, PhaseStatus, PlanStatus
@@ -104,3 +107,16 @@ def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
                           retries_requested=ph.retries_requested, usage=_usage(by_phase.get(ph.id, [])))
                 for ph in state.phases],
     )
+
+
+def wait_final(get: Callable[[str], PlanView], plan_id: str, timeout: float | None, poll: float) -> PlanView:
+    """Read the plan with ``get`` until it is final (the direct and the remote client's
+    ``wait``); raises :class:`~orchestrator.errors.WaitTimeout` after ``timeout`` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        view = get(plan_id)
+        if view.final:
+            return view
+        if deadline is not None and time.monotonic() > deadline:
+            raise WaitTimeout(f"plan {plan_id} still {view.status} after {timeout}s")
+        time.sleep(poll)

@@ -10,7 +10,6 @@ drift from what the server accepts.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from fastapi import FastAPI
@@ -18,6 +17,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, Field, TypeAdapter
 
 from orchestrator.schema import PlanSpec, PlanUpdate
+from storage.listing import PlanSummary
 from storage.status import PhaseStatus, PlanStatus
 
 
@@ -56,22 +56,8 @@ class PhaseText(BaseModel):
     text: str
 
 
-class PlanSummaryOut(BaseModel):
-    id: str
-    tenant: str
-    task_id: str | None
-    title: str
-    kind: str
-    status: PlanStatus
-    labels: list[str]
-    cancel_requested: bool
-    error_code: str | None
-    created_at: datetime
-    finished_at: datetime | None
-
-
 class PlanPage(BaseModel):
-    plans: list[PlanSummaryOut]
+    plans: list[PlanSummary]
     next_cursor: str | None = Field(description="pass as `cursor` for the next page; null on the last page")
 
 
