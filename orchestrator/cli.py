@@ -319,17 +319,18 @@ def _schedule(settings: Settings) -> list[str]:
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
 @_errors
 def api(host: str, port: int) -> None:
-    """Serve the HTTP API (docs/api.md). With CONCLAVE_API_TOKEN set, /v1 needs a bearer token."""
+    """Serve the HTTP API (docs/api.md): in a cluster every /v1 route needs a bearer token."""
     import uvicorn
 
     from orchestrator.api import create_app
+    from orchestrator.api.protocol import JsonErrorsProtocol
     from orchestrator.registry import ModelResolver
 
     settings = _settings()
     ModelResolver.from_settings(settings)  # a bad model registry refuses to start, naming the field
     configure(settings.log_level, stream=sys.stderr)
     uvicorn.run(create_app(settings), host=host, port=port, log_config=None, timeout_graceful_shutdown=5,
-                server_header=False)
+                server_header=False, http=JsonErrorsProtocol)
 
 
 @cli.group()
