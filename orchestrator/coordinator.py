@@ -60,6 +60,12 @@ class CancelResult:
     status: PlanStatus
 
 
+def _reach(principal: Principal | None) -> str | None:
+    """The tenant whose plans ``principal`` sees; None: every tenant (an admin, or the
+    operator, who calls without a principal)."""
+    return None if principal is None or principal.is_admin else principal.tenant
+
+
 class Coordinator:
     def __init__(self, db: Database, settings: Settings, dispatcher: Dispatcher, bus: Bus) -> None:
         self.db = db
@@ -225,7 +231,7 @@ class Coordinator:
         """The plan id ``ref`` names, among the plans ``principal`` may see: its tenant's,
         or every tenant's for an admin or the operator (None). Another tenant's plan is
         "not found": ids never leak across tenants."""
-        tenant = None if principal is None or principal.is_admin else principal.tenant
+        tenant = _reach(principal)
         return plans.resolve(self.db, ref, tenant=tenant)
 
     @translate_storage
@@ -241,7 +247,7 @@ class Coordinator:
     @translate_storage
     def list_plans(self, *, principal: Principal | None = None, **filters: Any) -> listing.Page:
         """A page of the plans ``principal`` may see, newest first (:func:`storage.listing.list_plans`)."""
-        tenant = None if principal is None or principal.is_admin else principal.tenant
+        tenant = _reach(principal)
         return listing.list_plans(self.db, tenant=tenant, **filters)
 
     @translate_storage
