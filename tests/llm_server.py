@@ -181,6 +181,10 @@ class LLMServer:
         handler = type("Handler", (_Handler,), {"owner": self})
         self._httpd = _HTTPServer(("127.0.0.1", 0), handler)
         self._httpd.owner = self
+        # A client that connects and dies at once (a SIGKILLed worker) can make accept()
+        # block after select() said ready; a timeout turns that into a skipped request
+        # instead of a server (and a test teardown) that never stops.
+        self._httpd.socket.settimeout(1.0)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, args=(0.05,), name="llm-test-server", daemon=True
         )

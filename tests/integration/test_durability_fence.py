@@ -91,7 +91,8 @@ class CompletionGate:
             c.execute(text(f"""
                 CREATE FUNCTION {self._trigger}() RETURNS trigger LANGUAGE plpgsql AS $$
                 BEGIN
-                    IF current_setting('application_name') = '{self.app}' THEN
+                    IF current_setting('application_name') = '{self.app}'
+                       AND current_query() ILIKE 'UPDATE plans SET updated_at%RETURNING plans.cancel_requested%' THEN
                         PERFORM pg_advisory_lock({self.key});
                         PERFORM pg_advisory_unlock({self.key});
                     END IF;
