@@ -63,7 +63,7 @@ class CancelResult:
 def _reach(principal: Principal | None) -> str | None:
     """The tenant whose plans ``principal`` sees; None: every tenant (an admin, or the
     operator, who calls without a principal)."""
-    return None if principal is None or principal.is_admin else principal.tenant
+    return None if principal is None else principal.reach
 
 
 class Coordinator:

@@ -85,9 +85,10 @@ class Principal:
     def allows(self, scope: str) -> bool:
         return self.is_admin or scope in self.scopes
 
-    def sees(self, tenant: str) -> bool:
-        """Whether this principal may see a plan of ``tenant``."""
-        return self.is_admin or tenant == self.tenant
+    @property
+    def reach(self) -> str | None:
+        """The tenant whose plans this principal sees; None: every tenant (admin)."""
+        return None if self.is_admin else self.tenant
 
     def audit(self) -> dict[str, Any]:
         """What an audit event records: who, never the token."""

@@ -11,13 +11,14 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from sqlalchemy import and_, exists, or_, select
 
 from storage.db import Database
 from storage.models import Plan
+from storage.records import snapshot
 from storage.status import PlanStatus
 
 MAX_PAGE = 200
@@ -36,6 +37,9 @@ class PlanSummary:
     error_code: str | None
     created_at: datetime
     finished_at: datetime | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", PlanStatus(self.status))
 
 
 @dataclass(frozen=True)
@@ -65,8 +69,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         raise ValueError("not a cursor this API handed out") from None
 
 
-_COLUMNS = (Plan.id, Plan.tenant, Plan.task_id, Plan.title, Plan.kind, Plan.status, Plan.labels,
-            Plan.cancel_requested, Plan.error_code, Plan.created_at, Plan.finished_at)
+_COLUMNS = tuple(Plan.__table__.c[f.name] for f in fields(PlanSummary))  # the summary's fields, nothing more
 
 
 def list_plans(db: Database, *, tenant: str | None, statuses: Sequence[str] = (), labels: Sequence[str] = (),
@@ -96,9 +99,6 @@ def list_plans(db: Database, *, tenant: str | None, statuses: Sequence[str] = ()
     q = q.order_by(Plan.created_at.desc(), Plan.id.desc()).limit(limit + 1)
     with db.transaction() as s:
         rows = s.execute(q).all()
-    page = [PlanSummary(id=r.id, tenant=r.tenant, task_id=r.task_id, title=r.title, kind=r.kind,
-                        status=PlanStatus(r.status), labels=list(r.labels or []),
-                        cancel_requested=bool(r.cancel_requested), error_code=r.error_code,
-                        created_at=r.created_at, finished_at=r.finished_at) for r in rows[:limit]]
+    page = [snapshot(PlanSummary, r) for r in rows[:limit]]
     more = len(rows) > limit
     return Page(page, encode_cursor(page[-1].created_at, page[-1].id) if more and page else None)
