@@ -269,7 +269,8 @@ def main() -> None:
     upgrade(url)
     redis.Redis.from_url(args.redis).flushdb()
     log = Path("/tmp") / f"{name}.log"
-    settings = Settings(database_url=url, broker_url=args.redis, pool="threads", concurrency=32)  # type: ignore[arg-type]
+    settings = Settings(database_url=url, broker_url=args.redis, pool="threads", concurrency=32,  # type: ignore[arg-type]
+                        allow_plan_models=True, submit_rate=0)  # the bench plans define the offline model
     try:
         boards = count_statements(settings, [board(i, args.latency) for i in range(args.boards)])
         team = count_statements(settings, [team200(args.latency / 4)])
