@@ -8,10 +8,14 @@ a watcher that needs certainty re-reads stored events and contents.
 
 from __future__ import annotations
 
+import atexit
+import collections
 import json
 import logging
+import os
 import queue
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
@@ -30,6 +34,13 @@ class Bus(Protocol):
     def publish(self, plan_id: str, message: dict[str, Any]) -> None: ...
 
     def subscribe(self, plan_id: str) -> Subscription: ...
+
+    def close(self) -> None: ...
+
+
+def open_bus(redis_url: str | None) -> Bus:
+    """Redis when the deployment has it, else the in-process bus (embedded mode)."""
+    return RedisBus(redis_url) if redis_url else MemoryBus()
 
 
 class MemoryBus:
@@ -50,6 +61,9 @@ class MemoryBus:
         with self._lock:
             self._subs.setdefault(plan_id, []).append(q)
         return _MemorySubscription(self, plan_id, q)
+
+    def close(self) -> None:
+        pass
 
     def _drop(self, plan_id: str, q: queue.Queue[dict[str, Any]]) -> None:
         with self._lock:
@@ -73,23 +87,89 @@ class _MemorySubscription:
 
 
 class RedisBus:
-    """Redis pub/sub, one channel per plan. Publishing never raises: a lost chunk
-    costs a watcher some liveness, never a phase its result."""
+    """Redis pub/sub, one channel per plan. Publishing never raises and never waits on
+    Redis: a message is queued, and one sender thread per process sends everything
+    queued in one pipeline (one round trip for a burst of chunks, in publish order).
+    A lost message costs a watcher some liveness, never a phase its result; when Redis
+    is away the queue is bounded and the oldest messages are dropped first."""
+
+    MAX_QUEUED = 10_000
 
     def __init__(self, url: str) -> None:
         import redis
 
         self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+        self._cond = threading.Condition()
+        self._queue: collections.deque[tuple[str, str]] = collections.deque()
+        self._sender: threading.Thread | None = None
+        self._pid = 0
+        self._closed = False
+        self._sending = False  # a batch is out of the queue but not yet handed to Redis
+        self._dropped = 0
 
     @staticmethod
     def channel(plan_id: str) -> str:
         return f"conclave:plan:{plan_id}"
 
     def publish(self, plan_id: str, message: dict[str, Any]) -> None:
-        try:
-            self._redis.publish(self.channel(plan_id), json.dumps(message))
-        except Exception as exc:  # the bus is an accelerator; never fail a phase over it
-            log.warning("bus publish failed: %s", exc, extra={"action": "bus.publish_failed"})
+        item = (self.channel(plan_id), json.dumps(message))
+        with self._cond:
+            if self._closed:
+                return
+            if self._pid != os.getpid():  # first use, or a forked child: the thread did not survive
+                self._pid, self._queue = os.getpid(), collections.deque()
+                self._sender = threading.Thread(target=self._send_loop, name="conclave-bus", daemon=True)
+                self._sender.start()
+                atexit.register(self.flush, 1.0)  # a process ending sends what it queued
+            if len(self._queue) >= self.MAX_QUEUED:
+                self._queue.popleft()
+                self._dropped += 1
+            self._queue.append(item)
+            self._cond.notify()
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until everything queued so far was handed to Redis (or dropped)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._queue or self._sending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Send what is queued (up to ``timeout``), then stop the sender."""
+        self.flush(timeout)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def _send_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if self._closed and not self._queue:
+                    return
+                batch, self._queue = self._queue, collections.deque()
+                self._sending = True
+            try:
+                pipe = self._redis.pipeline(transaction=False)
+                for channel, data in batch:
+                    pipe.publish(channel, data)
+                pipe.execute()
+            except Exception as exc:  # the bus is an accelerator; never fail a phase over it
+                log.warning("bus publish failed (%d messages lost): %s", len(batch), exc,
+                            extra={"action": "bus.publish_failed"})
+            finally:
+                with self._cond:
+                    self._sending = False
+                    dropped, self._dropped = self._dropped, 0
+                    self._cond.notify_all()
+                if dropped:
+                    log.warning("bus queue full: %d oldest messages dropped", dropped,
+                                extra={"action": "bus.publish_failed"})
 
     def subscribe(self, plan_id: str) -> Subscription:
         return _RedisSubscription(self._redis, self.channel(plan_id))
@@ -97,6 +177,7 @@ class RedisBus:
 
 class _RedisSubscription:
     def __init__(self, client: Any, channel: str) -> None:
+        self._client = client  # a collected client closes its pool, this connection included
         self._pubsub = client.pubsub(ignore_subscribe_messages=True)
         self._channel = channel
         self._ok = self._try(lambda: self._pubsub.subscribe(channel))

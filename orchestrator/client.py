@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.briefing.reading import load_local_plan
-from orchestrator.bus import Bus, MemoryBus, RedisBus, Subscription
+from orchestrator.bus import Bus, Subscription, open_bus
 from orchestrator.celery_app import Shared, build_app, share
 from orchestrator.coordinator import CancelResult, Coordinator, ResumeResult
 from orchestrator.dispatch import CeleryDispatcher
@@ -48,9 +48,8 @@ class Conclave:
         if settings.embedded:
             upgrade(settings.effective_database_url)
         self.db = db or connect(settings.effective_database_url, pool_size=4)
-        if bus is None:
-            bus = RedisBus(settings.redis_url) if settings.redis_url else MemoryBus()
-        self.bus = bus
+        self._owns_bus = bus is None
+        self.bus = bus = bus or open_bus(settings.redis_url)
         self.coordinator = Coordinator(self.db, settings, CeleryDispatcher(self.app), bus)
         # a worker running in this process (embedded mode) shares these instead of
         # building its own: see orchestrator.celery_app.Shared
@@ -169,6 +168,8 @@ class Conclave:
             self._embedded.stop()
             self._embedded = None
         self._shared.close()
+        if self._owns_bus:
+            self.bus.close()
         self.db.dispose()
 
     def __enter__(self) -> Conclave:

@@ -19,7 +19,7 @@ from typing import Any
 
 from celery import Celery, signals
 
-from orchestrator.bus import Bus, MemoryBus, RedisBus
+from orchestrator.bus import Bus, open_bus
 from orchestrator.celery_app import shared
 from orchestrator.coordinator import Coordinator
 from orchestrator.dispatch import CeleryDispatcher
@@ -41,11 +41,14 @@ class Runtime:
     housekeeper: Housekeeper
     worker_id: str
     owns_db: bool = True
+    owns_bus: bool = True
 
     def close(self) -> None:
         signals.worker_shutting_down.disconnect(dispatch_uid=self._shutdown_uid)
         self.housekeeper.stop()
         self.leases.close()
+        if self.owns_bus:
+            self.runner.bus.close()  # what is still queued reaches the watchers
         if self.owns_db:
             self.db.dispose()
 
@@ -67,15 +70,15 @@ def build_runtime(settings: Settings, app: Celery, *, db: Database | None = None
                   coordinator: Coordinator | None = None) -> Runtime:
     owns_db = db is None
     db = db or connect(settings.effective_database_url, pool_size=settings.concurrency + 2)
-    if bus is None:
-        bus = RedisBus(settings.redis_url) if settings.redis_url else MemoryBus()
+    owns_bus = bus is None
+    bus = bus or open_bus(settings.redis_url)
     coordinator = coordinator or Coordinator(db, settings, CeleryDispatcher(app), bus)
     runner = PhaseRunner(db, settings, bus, default_providers(testing=settings.testing))
     worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
     runtime = Runtime(settings, db, coordinator, runner, LeaseKeeper(runner.renew, settings.heartbeat_seconds),
                       Housekeeper(db, coordinator, interval=settings.reconcile_interval,
                                   stalled_after=max(2 * settings.lease_seconds, 3 * settings.reconcile_interval)),
-                      worker_id, owns_db)
+                      worker_id, owns_db, owns_bus)
     runtime.stop_calls_on_shutdown()
     return runtime
 
