@@ -1,10 +1,12 @@
 """Token estimates and context budgeting.
 
-``estimate_tokens`` is an ESTIMATE (characters / 4, rounded up), used where no
-tokenizer is at hand: to decide whether a request fits a model's window and to
-fill usage rows when a provider reports none (those rows say
-``source="estimated", method="chars/4"``). It is deliberately pessimistic for
-English and optimistic for CJK text; keep a margin in ``context_window``.
+``estimate_tokens`` is an ESTIMATE, used where no tokenizer is at hand: to decide
+whether a request fits a model's window and to fill usage rows when a provider
+reports none (those rows say ``source="estimated", method="chars/4"``). Characters
+count a quarter token each, except the characters of scripts written without spaces —
+Chinese, Japanese and Korean, full-width forms — which count one token each: real
+tokenizers spend one to three tokens on such a character, so a quarter would let a CJK
+board overflow a window the budget thought it fitted. Keep a margin in ``context_window``.
 
 ``fit_request`` guarantees that the request a model receives fits
 ``spec.context_window`` with ``spec.max_output_tokens`` reserved for the answer,
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -44,9 +47,19 @@ _SUMMARY_SYSTEM = (
 Summarise = Callable[[ChatRequest], Completion]
 
 
+#: One token each: Hangul Jamo, CJK radicals to unified ideographs (kana, bopomofo, …
+#: included), Hangul syllables, compatibility ideographs, full-width forms, and the
+#: supplementary ideograph planes.
+_WIDE = re.compile("[\u1100-\u11ff\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff"
+                   "\ufe30-\ufe4f\uff00-\uffef\U00020000-\U0003ffff]")
+
+
 def estimate_tokens(text: str) -> int:
-    """An estimate, not a count: ``ceil(len(text) / 4)``."""
-    return math.ceil(len(text) / 4)
+    """An estimate, not a count: ``ceil(others / 4) + wide`` (see the module's notes)."""
+    if text.isascii():
+        return math.ceil(len(text) / 4)
+    wide = len(_WIDE.findall(text))
+    return math.ceil((len(text) - wide) / 4) + wide
 
 
 def request_tokens(request: ChatRequest) -> int:
@@ -132,7 +145,7 @@ def _summarise_text(
             f"reserved for output leaves no room to summarise context block {block.source!r}"
         )
     for _round in range(_MAX_ROUNDS):
-        pieces = _split(text, room * 4)
+        pieces = _split(text, room)
         summaries = []
         for number, piece in enumerate(pieces, 1):
             part = f" (part {number} of {len(pieces)})" if len(pieces) > 1 else ""
@@ -152,10 +165,14 @@ def _summarise_text(
     )
 
 
-def _split(text: str, max_chars: int) -> list[str]:
-    """Pieces of at most ``max_chars``, cut at paragraph or line breaks where possible."""
+def _split(text: str, max_tokens: int) -> list[str]:
+    """Pieces of at most ``max_tokens`` (estimated), cut at paragraph or line breaks
+    where possible."""
     pieces: list[str] = []
-    while len(text) > max_chars:
+    while estimate_tokens(text) > max_tokens:
+        max_chars = max_tokens * 4
+        while max_chars > 1 and estimate_tokens(text[:max_chars]) > max_tokens:
+            max_chars = max(1, max_chars * max_tokens // estimate_tokens(text[:max_chars]))
         cut = max(text.rfind("\n\n", 0, max_chars), text.rfind("\n", 0, max_chars))
         if cut <= max_chars // 2:
             cut = text.rfind(" ", 0, max_chars)

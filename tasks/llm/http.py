@@ -19,11 +19,15 @@ that touches the network goes through here, which guarantees:
   its egress policy allows, to the address that was checked
   (:meth:`tasks.llm.egress.EgressPolicy.pin`); such a spec never reads a
   ``CONCLAVE_*`` variable and never sends configured headers;
-* redirects are never followed: a 3xx answer fails the call (``llm.egress_refused``).
+* redirects are never followed: a 3xx answer fails the call (``llm.egress_refused``);
+* one pooled client per process and destination (:func:`client_for`): keep-alive,
+  HTTP/1.1, a bounded pool, so a call does not pay for a client and a TLS context, and
+  a streaming call aborted by its guard closes its own connection and no other.
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import os
 import socket
@@ -316,6 +320,44 @@ def _refuse_redirect(provider: str, response: httpx.Response) -> None:
                             "model calls never follow redirects")
 
 
+MAX_CONNECTIONS = 64  # per destination and process: above the worker's default 32 slots
+KEEPALIVE_SECONDS = 30.0
+
+_clients: dict[tuple[Any, ...], httpx.Client] = {}
+_clients_pid = 0
+_clients_lock = threading.Lock()
+
+
+def client_for(url: str, extensions: dict[str, Any]) -> httpx.Client:
+    """This process's client for ``url``'s origin (and the name TLS verifies, for a
+    request pinned to an address): made once, shared by every call's thread. A pool is
+    keyed by origin alone, so calls pinned to one address for two names never share a
+    connection. A forked child starts with none of its parent's."""
+    global _clients_pid
+    parts = urlsplit(url)
+    key = (parts.scheme, parts.hostname, parts.port, extensions.get("sni_hostname"))
+    with _clients_lock:
+        if _clients_pid != os.getpid():
+            _clients.clear()  # the parent's connections are not this process's to use
+            _clients_pid = os.getpid()
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = httpx.Client(
+                http1=True, http2=False, follow_redirects=False,
+                limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS,
+                                    keepalive_expiry=KEEPALIVE_SECONDS))
+        return client
+
+
+def _client(url: str, extensions: dict[str, Any],
+            transport: httpx.BaseTransport | None) -> contextlib.AbstractContextManager[httpx.Client]:
+    """The pooled client, or — for a test's own transport — a client of that transport
+    for this call only."""
+    if transport is None:
+        return contextlib.nullcontext(client_for(url, extensions))
+    return httpx.Client(transport=transport, follow_redirects=False)
+
+
 def stream_response(
     handle: HttpEventStream,
     provider: str,
@@ -330,19 +372,48 @@ def stream_response(
     url, headers, extensions = aim(spec, url, headers)
     try:
         with (
-            httpx.Client(timeout=timeouts(spec, streaming=True), transport=transport,
-                         follow_redirects=False) as client,
-            client.stream("POST", url, json=body, headers=headers, extensions=extensions) as response,
+            _client(url, extensions, transport) as client,
+            client.stream("POST", url, json=body, headers=headers, extensions=extensions,
+                          timeout=timeouts(spec, streaming=True)) as response,
         ):
             handle.attach(response)
             _refuse_redirect(provider, response)
             if response.status_code >= 400:
                 raise error_from_response(provider, response, secret)
-            yield from response.iter_bytes()
+            body_bytes = response.iter_bytes()
+            try:
+                for piece in body_bytes:  # noqa: UP028  (`yield from` would close body_bytes on close())
+                    yield piece
+            except GeneratorExit:  # the provider read its end marker (or stopped reading)
+                if not handle.aborted:
+                    _finish(response, body_bytes)
+                raise
     except httpx.TransportError as exc:
         if handle.aborted:
             raise StreamStalled(f"{provider} stream aborted") from None
         raise error_from_transport(provider, exc, secret) from None
+
+
+FINISH_SECONDS = 0.1  # what a finished stream may still take to end its body
+FINISH_BYTES = 65536
+
+
+def _finish(response: httpx.Response, body: Iterator[bytes]) -> None:
+    """Read what is left of a body whose reader has stopped — after ``[DONE]`` that is the
+    chunked encoding's last few bytes — so that its connection goes back to the pool;
+    bounded in time and size, after which the connection is closed instead, as httpx
+    does with an unfinished body."""
+    timeout = response.request.extensions.get("timeout")
+    if isinstance(timeout, dict):
+        timeout["read"] = FINISH_SECONDS  # httpcore reads it before each read
+    deadline, left = time.monotonic() + FINISH_SECONDS, FINISH_BYTES
+    try:
+        for piece in body:
+            left -= len(piece)
+            if left < 0 or time.monotonic() > deadline:
+                return
+    except httpx.HTTPError:
+        return
 
 
 def post_json(
@@ -357,9 +428,9 @@ def post_json(
     """A non-streaming POST, bounded by ``spec.deadline``; returns the parsed JSON."""
     url, headers, extensions = aim(spec, url, headers)
     try:
-        with httpx.Client(timeout=timeouts(spec, streaming=False), transport=transport,
-                          follow_redirects=False) as client:
-            response = client.post(url, json=body, headers=headers, extensions=extensions)
+        with _client(url, extensions, transport) as client:
+            response = client.post(url, json=body, headers=headers, extensions=extensions,
+                                   timeout=timeouts(spec, streaming=False))
             _refuse_redirect(provider, response)
             if response.status_code >= 400:
                 raise error_from_response(provider, response, secret)

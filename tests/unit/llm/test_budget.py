@@ -37,6 +37,33 @@ def test_estimate_is_chars_over_four_rounded_up() -> None:
     assert [estimate_tokens(t) for t in ("", "a", "abcd", "abcde")] == [0, 1, 1, 2]
 
 
+CHINESE = "董事会认为应当先在一个城市试点新的定价方案，观察一个季度的客户流失，再决定是否全面推行。"  # noqa: RUF001
+
+
+def test_cjk_characters_count_a_token_each() -> None:
+    assert estimate_tokens("董事会") == 3
+    assert estimate_tokens("한국어 テスト") == 3 + 1 + 3  # the space is a quarter, rounded up
+    assert estimate_tokens("\uff30\uff52\uff49\uff43\uff45") == 5  # "Price" in full-width forms
+    assert estimate_tokens("Café ✓") == 2  # accented Latin and symbols stay a quarter each
+    assert estimate_tokens("价格 price") == 2 + 2
+
+
+def test_chinese_context_near_the_window_is_summarised_not_sent_over() -> None:
+    """3,000 Chinese characters: ~750 tokens by chars/4 — which would fit a 1,600-token
+    window with 600 reserved — but at least 3,000 by any real tokenizer."""
+    model = spec(1600, reserve=600)
+    text = (CHINESE * 80)[:3000]
+    request = ChatRequest(system="董事会秘书", prompt="请总结。", context=(ContextBlock("r1.a", "第一轮", text),))
+    assert request_tokens(request) > 3000
+    assert not fits(model, request)
+    summarise = Summariser(model, reply="先试点。再决定。")
+    fitted = fit_request(model, request, summarise)
+    assert fits(model, fitted) and fitted.context[0].summarised
+    # the material was cut into pieces that each fit one summariser request (checked in the fake)
+    assert len(summarise.requests) >= 3
+    assert "".join(r.context[0].text for r in summarise.requests) == text  # nothing lost
+
+
 def test_estimated_usage_says_so() -> None:
     usage = estimate_usage(ChatRequest(system="s", prompt="p"), "x" * 9)
     assert (usage.output_tokens, usage.source, usage.method) == (3, "estimated", "chars/4")
