@@ -203,7 +203,7 @@ def complete_phase(
 
 
 def _cancel(db: Database, s: Any, plan_id: str, phase_id: str, attempt: int, now: datetime) -> Finished:
-    about = s.execute(db.sql.finish_update(phase_id, attempt, status=PhaseStatus.CANCELLED, finished_at=now)
+    about = s.execute(db.sql.finish_update(plan_id, phase_id, attempt, status=PhaseStatus.CANCELLED, finished_at=now)
                       .returning(Phase.key, Phase.expert, Phase.kind, Phase.round)).first()
     if about is None:
         raise _Fenced
@@ -217,7 +217,8 @@ def _stored_outcome(db: Database, plan_id: str, phase_id: str, attempt: int) -> 
     """A finishing write matched nothing: this attempt's own earlier completion (committed,
     unheard) is reported as stored; anything else is fenced."""
     with db.transaction() as s:
-        row = s.execute(select(Phase.status, Phase.attempt).where(Phase.id == phase_id)).first()
+        row = s.execute(select(Phase.status, Phase.attempt).where(Phase.id == phase_id,
+                                                                  Phase.plan_id == plan_id)).first()
         if row is not None and row.attempt == attempt and row.status in (PhaseStatus.COMPLETED,
                                                                          PhaseStatus.CANCELLED):
             return Finished(Outcome(row.status), *db.sql.progress(s, plan_id))
@@ -264,7 +265,7 @@ def fail_phase(db: Database, *, plan_id: str, phase_id: str, attempt: int, code:
             if plan is None:
                 raise _Fenced
             status = PhaseStatus.CANCELLED if plan.cancel_requested else PhaseStatus.FAILED
-            about = s.execute(db.sql.finish_update(phase_id, attempt, status=status, finished_at=now,
+            about = s.execute(db.sql.finish_update(plan_id, phase_id, attempt, status=status, finished_at=now,
                                                    error_code=code, error_message=message[:2000])
                               .returning(Phase.key, Phase.expert, Phase.kind, Phase.round)).first()
             if about is None:

@@ -167,10 +167,12 @@ class Statements:
                 .where(PHASES.c.plan_id == plan_id, PHASES.c.key.in_(keys))
                 .order_by(PHASES.c.position))
 
-    def finish_update(self, phase_id: Any, attempt: Any, **values: Any) -> Update:
-        """The fenced UPDATE that ends a running attempt; clears the lease with it."""
+    def finish_update(self, plan_id: Any, phase_id: Any, attempt: Any, **values: Any) -> Update:
+        """The fenced UPDATE that ends a running attempt; clears the lease with it. Scoped to
+        the plan whose row the caller locked: a phase id of another plan matches nothing."""
         return (update(PHASES)
-                .where(PHASES.c.id == phase_id, PHASES.c.attempt == attempt, PHASES.c.status == PhaseStatus.RUNNING)
+                .where(PHASES.c.plan_id == plan_id, PHASES.c.id == phase_id, PHASES.c.attempt == attempt,
+                       PHASES.c.status == PhaseStatus.RUNNING)
                 .values(lease_owner=None, lease_expires_at=None, **values))
 
     # ------------------------------------------------------------ statements, built once
@@ -232,7 +234,8 @@ class Statements:
 
     @cached_property
     def _store(self) -> Update:
-        return (self.finish_update(bindparam("r_phase"), bindparam("r_attempt"), **self.completed_values())
+        return (self.finish_update(bindparam("r_plan"), bindparam("r_phase"), bindparam("r_attempt"),
+                                   **self.completed_values())
                 .returning(*_ABOUT))
 
     @cached_property
@@ -299,12 +302,15 @@ class Statements:
         return None if row is None else PlanLock(bool(row[0]), int(row[1]))
 
     def store_result(self, conn: Executor, plan_id: str, r: Result, now: datetime) -> Row[Any] | None:
-        """Content, then the fenced status update. Returns the phase's (key, expert, kind,
-        round), or None when another attempt owns the phase (the caller rolls back: the
-        content row must not outlive it)."""
+        """The fenced status update, then the content (as the folded statement does). Returns
+        the phase's (key, expert, kind, round), or None when the phase is not this attempt's
+        to finish — another attempt owns it, or no such phase runs in this plan — and then
+        nothing is written."""
         values = r.values(plan_id, now)
-        conn.execute(self._content_insert, values)
-        return conn.execute(self._store, values).first()
+        about = conn.execute(self._store, values).first()
+        if about is not None:
+            conn.execute(self._content_insert, values)
+        return about
 
     def complete(self, conn: Executor, plan_id: str, r: Result,
                  now: datetime) -> tuple[EventRecord, int, int] | None:

@@ -148,7 +148,8 @@ class PostgresStatements(Statements):
 
     @cached_property
     def _complete_fold(self) -> tuple[Select[Any], str]:
-        done = (self.finish_update(bindparam("r_phase"), bindparam("r_attempt"), **self.completed_values())
+        done = (self.finish_update(bindparam("r_plan", type_=String), bindparam("r_phase"), bindparam("r_attempt"),
+                                   **self.completed_values())
                 .returning(PHASES.c.id, PHASES.c.key, PHASES.c.expert, PHASES.c.kind, PHASES.c.round).cte("done"))
         plan_id = bindparam("r_plan", type_=String)
         stored = (insert(CONTENTS)

@@ -15,7 +15,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from storage import Conflict, Database, contents, events, phases, plans
+from storage import Database, contents, events, phases, plans
+from storage.records import NewPhase
 from tests.integration.durability import wait_for
 from tests.integration.repositories.ledger import (
     claim,
@@ -191,17 +192,29 @@ def test_a_heartbeat_renews_only_the_phase_and_attempt_it_names(db: Database) ->
     assert phase(db, plan_id, "opening").lease_expires_at is None  # a finished phase holds no lease
 
 
+def _two_lanes(db: Database) -> str:
+    """``opening`` and ``side`` side by side, then ``final``."""
+    created = plans.create_plan(
+        db, title="two lanes", kind="board", spec={"title": "two lanes"}, task_id=None, max_active=100,
+        phases=[NewPhase("opening", "opening", 0, []), NewPhase("side", "turn", 1, []),
+                NewPhase("final", "final", 2, ["opening", "side"], meta={"terminal": True})])
+    return created.plan_id
+
+
 def test_completing_writes_the_result_and_only_this_phases(db: Database) -> None:
-    plan_id = new_plan(db)
+    plan_id = _two_lanes(db)
     other = new_plan(db, "another plan")
     for pid in (plan_id, other):  # the same attempt number, running in two plans
         assert claim(db, pid, "opening", "w1", lease=timedelta(seconds=60)) is not None
         spend(db, pid, "opening", 1, 10, 20)
+    assert claim(db, plan_id, "side", "w1", lease=timedelta(seconds=60)) is not None  # and beside it
     before = datetime.now(UTC)
 
     done = phases.complete_phase(db, plan_id=plan_id, phase_id=phase(db, plan_id, "opening").id, attempt=1,
                                  text="full text", summary="short", truncated=True, fallback=True, offloaded=False)
-    assert (done.status, done.k, done.n) == ("completed", 1, 2)
+    assert (done.status, done.k, done.n) == ("completed", 1, 3)
+    beside = phase(db, plan_id, "side")  # untouched: still running
+    assert (beside.status, beside.summary, beside.lease_owner) == ("running", None, "w1")
     mine = phase(db, plan_id, "opening")
     assert (mine.status, mine.summary, mine.truncated) == ("completed", "short", True)
     assert mine.finished_at is not None and mine.finished_at >= before
@@ -209,8 +222,9 @@ def test_completing_writes_the_result_and_only_this_phases(db: Database) -> None
     (completed,) = [e for e in events.list_events(db, plan_id) if e.type == "phase_completed"]
     assert (completed.phase_key, completed.data) == ("opening", {
         "attempt": 1, "expert": None, "kind": "opening", "round": None, "chars": 9, "truncated": True,
-        "fallback": True, "offloaded": False, "summary": "short", "k": 1, "n": 2})
+        "fallback": True, "offloaded": False, "summary": "short", "k": 1, "n": 3})
     assert [(e.id, e.type, e.data) for e in done.events] == [(completed.id, completed.type, completed.data)]
+    assert content_rows(db, plan_id) == {phase(db, plan_id, "opening").id: 1}
 
     theirs = phase(db, other, "opening")  # untouched: still running, its usage not counted
     assert (theirs.status, theirs.summary, theirs.lease_owner) == ("running", None, "w1")
@@ -229,13 +243,26 @@ def test_a_write_for_an_unknown_phase_is_fenced(db: Database) -> None:
         return phases.complete_phase(db, plan_id=plan_id, phase_id=gone, attempt=1, text="t", summary="t",
                                      truncated=False, fallback=False, offloaded=False).status
 
-    if db.sql.folds:  # Postgres: the content INSERT reads the fenced UPDATE's result, which matched nothing
-        assert completing() == "fenced"
-    else:  # SQLite keeps the order content → fenced status: the content row's foreign key refuses it first
-        with pytest.raises(Conflict, match="FOREIGN KEY"):
-            completing()
+    assert completing() == "fenced"  # both databases: the fenced UPDATE first, the content only after it
     assert phases.fail_phase(db, plan_id=plan_id, phase_id=gone, attempt=1, code="x", message="y").status == "fenced"
     assert event_types(db, plan_id) == ["plan_submitted"] and content_rows(db, plan_id) == {}
+
+
+def test_a_write_naming_another_plans_phase_is_fenced(db: Database) -> None:
+    """The finishing writes lock the plan they are told and touch only that plan's phases:
+    a phase id of another plan (a forged or crossed message) completes and fails nothing."""
+    plan_id, other = new_plan(db), new_plan(db, "another plan")
+    assert claim(db, other, "opening", "w1", lease=timedelta(seconds=60)) is not None
+    theirs = phase(db, other, "opening").id
+    done = phases.complete_phase(db, plan_id=plan_id, phase_id=theirs, attempt=1, text="forged", summary="f",
+                                 truncated=False, fallback=False, offloaded=False)
+    assert done.status == "fenced"
+    assert phases.fail_phase(db, plan_id=plan_id, phase_id=theirs, attempt=1, code="x", message="y").status == "fenced"
+    untouched = phase(db, other, "opening")
+    assert (untouched.status, untouched.lease_owner, untouched.summary) == ("running", "w1", None)
+    assert content_rows(db, other) == {} and content_rows(db, plan_id) == {}
+    assert event_types(db, plan_id) == ["plan_submitted"]
+    assert "phase_completed" not in event_types(db, other) and "phase_failed" not in event_types(db, other)
 
 
 def test_failing_records_the_error_bounded_and_reports_progress(db: Database) -> None:

@@ -25,7 +25,7 @@ POSTGRES = "storage/sql/postgres.py"
 _RENEW_HELD = '.where(tuple_(PHASES.c.id, PHASES.c.attempt).in_(bindparam("held", expanding=True)),'
 _RENEW_PARAMS = '{"held": [tuple(h) for h in held]'
 # the fenced UPDATE that ends a running attempt (complete, fail, cancel; both databases)
-_FENCED = ".where(PHASES.c.id == phase_id, PHASES.c.attempt == attempt, PHASES.c.status == PhaseStatus.RUNNING)"
+_FENCED = ".where(PHASES.c.plan_id == plan_id, PHASES.c.id == phase_id, PHASES.c.attempt == attempt,"
 
 
 MUTATIONS: tuple[Mutation, ...] = (
@@ -59,7 +59,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     mutation(
         "fence-dropped", "I3", BASE,
         _FENCED,
-        ".where(PHASES.c.id == phase_id, PHASES.c.status == PhaseStatus.RUNNING)",
+        ".where(PHASES.c.plan_id == plan_id, PHASES.c.id == phase_id,",
         tests=(f"{FENCE}::test_a_stale_attempt_is_fenced_while_the_new_attempt_runs{PG}",
                f"{FENCE}::test_a_stale_attempt_is_fenced_while_the_new_attempt_runs{LITE}",
                "tests/integration/test_durability_fence.py::"
@@ -67,19 +67,26 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="a stale attempt completes a phase another attempt has taken over and overwrites its result"),
     mutation(
         "fail-fence-dropped", "I3", "storage/phases.py",
-        "finish_update(phase_id, attempt, status=status,",
-        "finish_update(phase_id, Phase.attempt, status=status,",
+        "finish_update(plan_id, phase_id, attempt, status=status,",
+        "finish_update(plan_id, phase_id, Phase.attempt, status=status,",
         tests=(f"{FENCE}::test_a_stale_attempt_cannot_fail_the_phase_another_attempt_runs{PG}",),
         why="a stale attempt's error fails a phase another attempt is running"),
     mutation(
-        # SQLite's completion (content, then this UPDATE). On Postgres the folded statement
+        # SQLite's completion (this UPDATE, then the content). On Postgres the folded statement
         # inserts one content row per row the UPDATE matched, all with one id: the primary
         # key refuses an unscoped completion there.
         "completion-not-scoped-to-its-phase", "I3", BASE,
-        'self.finish_update(bindparam("r_phase"), bindparam("r_attempt"), **self.completed_values())',
-        'self.finish_update(PHASES.c.id, bindparam("r_attempt"), **self.completed_values())',
+        'self.finish_update(bindparam("r_plan"), bindparam("r_phase"), bindparam("r_attempt"),',
+        'self.finish_update(bindparam("r_plan"), PHASES.c.id, bindparam("r_attempt"),',
         tests=(f"{FENCE}::test_completing_writes_the_result_and_only_this_phases{LITE}",),
-        why="completing one phase completes every running phase at the same attempt number"),
+        why="completing one phase completes every running phase of the plan at the same attempt number"),
+    mutation(
+        "finish-not-scoped-to-its-plan", "I3", BASE,
+        ".where(PHASES.c.plan_id == plan_id, PHASES.c.id == phase_id, PHASES.c.attempt == attempt,",
+        ".where(PHASES.c.id == phase_id, PHASES.c.attempt == attempt,",
+        tests=(f"{FENCE}::test_a_write_naming_another_plans_phase_is_fenced{PG}",
+               f"{FENCE}::test_a_write_naming_another_plans_phase_is_fenced{LITE}"),
+        why="a completion holding one plan's lock finishes a phase of another plan, outside that plan's lock"),
 
     # I4 — usage rows; whether one is cost is derived, and summed in one place
     mutation(

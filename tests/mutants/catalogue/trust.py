@@ -99,8 +99,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="*.example.com also allows evil-example.com"),
     Mutation(
         "redirects-followed", "I18", "tasks/llm/http.py",
-        (Edit("follow_redirects=False) as client,", "follow_redirects=True) as client,"),
-         Edit("follow_redirects=False) as client:", "follow_redirects=True) as client:")),
+        (Edit("http1=True, http2=False, follow_redirects=False,", "http1=True, http2=False, follow_redirects=True,"),
+         Edit("httpx.Client(transport=transport, follow_redirects=False)",
+              "httpx.Client(transport=transport, follow_redirects=True)")),
         tests=(f"{EGRESS}::test_redirects_are_never_followed",),
         why="a model call follows a 3xx to its Location, an address nobody checked"),
 
