@@ -284,7 +284,9 @@ def fail_phase(db: Database, *, plan_id: str, phase_id: str, attempt: int, code:
 def skip_phases(db: Database, plan_id: str, skips: Mapping[str, Sequence[str]]) -> tuple[EventRecord, ...]:
     """Skip pending phases that can never run (``{reason: keys}``), under the plan's
     lock (so progress counted by concurrent completions stays exact). Returns the events
-    it stored, one per reason."""
+    it stored, one per reason that skipped something: an event names only the phases it
+    skipped (a key given that was no longer pending — run meanwhile, or skipped already — is
+    left out)."""
     skips = {reason: keys for reason, keys in skips.items() if keys}
     if not skips:
         return ()
@@ -293,9 +295,12 @@ def skip_phases(db: Database, plan_id: str, skips: Mapping[str, Sequence[str]]) 
         db.sql.lock_plan(s, plan_id, now)
         stored = []
         for reason, keys in skips.items():
-            s.execute(update(Phase).where(Phase.plan_id == plan_id, Phase.key.in_(list(keys)),
-                                          Phase.status == PhaseStatus.PENDING)
-                      .values(status=PhaseStatus.SKIPPED, finished_at=now, error_message=reason, enqueued_at=None)
-                      .execution_options(synchronize_session=False))
-            stored.append(db.sql.append(s, plan_id, payloads.phases_skipped(keys, reason), now))
+            skipped = set(s.scalars(
+                update(Phase).where(Phase.plan_id == plan_id, Phase.key.in_(list(keys)),
+                                    Phase.status == PhaseStatus.PENDING)
+                .values(status=PhaseStatus.SKIPPED, finished_at=now, error_message=reason, enqueued_at=None)
+                .returning(Phase.key).execution_options(synchronize_session=False)))
+            if skipped:
+                stored.append(db.sql.append(s, plan_id, payloads.phases_skipped(
+                    [k for k in keys if k in skipped], reason), now))
         return tuple(stored)
