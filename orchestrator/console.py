@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console, Group
@@ -23,6 +25,7 @@ from rich.panel import Panel
 from rich.rule import Rule
 from rich.text import Text
 
+from orchestrator.briefing.views import CitationView
 from orchestrator.bus import drain
 from orchestrator.client import Conclave
 from orchestrator.views import PhaseView, PlanView
@@ -73,6 +76,26 @@ def verdict_line(p: PhaseView, text: str, view: PlanView) -> list[Text]:
     return lines
 
 
+def citation_lines(cited: Sequence[CitationView]) -> list[Text]:
+    """A "Citations" list: each passage cited once, ``[ref] → title and headings`` (with how
+    often it is cited), unresolved ones flagged in red; empty when nothing is cited."""
+    if not cited:
+        return []
+    counts = Counter(c.ref for c in cited)
+    first = {c.ref: c for c in reversed(cited)}
+    unresolved = sum(1 for ref in counts if first[ref].unresolved)
+    state = f"{unresolved} unresolved" if unresolved else "all resolved to passages of the briefing"
+    lines = [Text(f"Citations ({len(counts)} passage(s) cited, {state})", style="bold")]
+    for ref, n in counts.items():
+        c = first[ref]
+        times = f"  \u00d7{n}" if n > 1 else ""
+        if c.unresolved:
+            lines.append(Text(f"  [{ref}] → unresolved: no such passage in the briefing{times}", style="red"))
+        else:
+            lines.append(Text.assemble(f"  [{ref}] → ", (c.where, "cyan"), (times, "dim")))
+    return lines
+
+
 class MeetingView:
     def __init__(self, console: Console, conclave: Conclave, plan_id: str, *, poll: float = 0.3) -> None:
         self.console = console
@@ -110,6 +133,7 @@ class MeetingView:
         finally:
             sub.close()
         self._print_finished(view)
+        self._print_citations(view)
         self._print_outcome(view)
         return view
 
@@ -193,6 +217,14 @@ class MeetingView:
                                 title_align="left", border_style="cyan",
                                 height=min(10, 3 + tail.count("\n") + len(tail) // 90)))
         return Group(*panels)
+
+    def _print_citations(self, view: PlanView) -> None:
+        """The result's briefing citations, each resolved to its document and heading (or
+        flagged unresolved), read from the record; nothing for a plan that cites none."""
+        if view.status != PlanStatus.COMPLETED:
+            return
+        for line in citation_lines(self.conclave.citations(self.plan_id)):
+            self.console.print(line)
 
     def _print_outcome(self, view: PlanView) -> None:
         style = {PlanStatus.COMPLETED: "bold green", PlanStatus.CANCELLED: "bold yellow"}.get(view.status, "bold red")

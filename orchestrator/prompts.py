@@ -3,17 +3,22 @@
 Each expert sees its own role, its skills (in full unless a skill explicitly asks
 for summary mode), the question, and the full text of the inputs it depends on —
 offloaded or not: inputs arrive as :class:`ContextBlock` s resolved from the
-content store by the coordinator, never as a phase's short summary.
+content store by the coordinator, never as a phase's short summary. A plan with a
+briefing adds the passages picked for the call to the end of its prompt
+(:func:`with_briefing`; the prompt is never summarised, so they reach the model whole).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
+from orchestrator.briefing.retrieval import render
 from orchestrator.schema import BoardPlan, Expert, Skill, TeamPlan
-from storage.records import PhaseRecord
+from storage.records import ChunkRecord, PhaseRecord
 from storage.status import GIVEN_UP
+from tasks.llm.budget import estimate_tokens
 from tasks.llm.types import ChatRequest, ContextBlock
 
 EXPERT_SYSTEM = (
@@ -76,6 +81,12 @@ SYNTHESIS = (
     "square brackets, e.g. [{example}]. Where a debate took place, report its outcome."
 )
 SYNTHESIS_DEBATE = " Debate {group} on {topic!r} between {participants}: say who moved and who held firm."
+BRIEFING = (
+    "## Briefing\n"
+    "Passages from the documents attached to this plan, the most relevant to your part first. Work from "
+    "them where they bear on the question, and cite each passage you draw on by its reference in square "
+    "brackets, e.g. [{example}]. Cite only the passages shown here."
+)
 
 
 def system_for(expert: Expert, *, moderator: bool = False) -> str:
@@ -189,6 +200,21 @@ def _team(plan: TeamPlan, phase: PhaseRecord, blocks: tuple[ContextBlock, ...], 
                        SYNTHESIS.format(question=plan.question, task=phase.meta.get("prompt", ""),
                                         sources=sources, debates=debates, example=example),
                        blocks, hints=hints)
+
+
+def with_briefing(request: ChatRequest, passages: Sequence[ChunkRecord]) -> ChatRequest:
+    """``request`` with the briefing's passages (each as
+    :func:`~orchestrator.briefing.retrieval.render` writes it) after its instructions, and
+    how to cite them; unchanged when there are none."""
+    if not passages:
+        return request
+    section = "\n\n".join([BRIEFING.format(example=passages[0].ref), *(render(p) for p in passages)])
+    return replace(request, prompt=f"{request.prompt}\n\n{section}")
+
+
+def briefing_overhead() -> int:
+    """The tokens of the briefing section's own words, before any passage."""
+    return estimate_tokens(BRIEFING.format(example="document-id:12")) + 2
 
 
 def divergence_retry(request: ChatRequest, error: str) -> ChatRequest:

@@ -18,15 +18,22 @@ Search is one function over two dialects, each with its own index kept in step w
 Both use OR semantics, so a long question matches a passage that shares a few of its
 words. Query text never reaches either query language unescaped: it is reduced to
 words first.
+
+:func:`candidates` is what a phase runs: every search tier of one expert's call, the
+passages its inputs cite and (when no tier finds anything) the opening passages, in ONE
+statement — a plan with a briefing costs a phase one read, whatever the number of tiers.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import JSON, TextualSelect, func, insert, select, text
 from sqlalchemy.orm import Session
 
 from storage.db import Database
@@ -133,6 +140,50 @@ def search(db: Database, plan_id: str, query: str, limit: int = 20) -> list[Chun
     return [found[chunk_id] for chunk_id, _ in ranked if chunk_id in found]
 
 
+@dataclass(frozen=True)
+class Candidates:
+    """What :func:`candidates` found: each search tier's ranking (best first, ``score``
+    set), the cited passages that exist (in the order asked), and the opening passage of
+    each document — only when no tier found anything."""
+
+    tiers: list[list[ChunkRecord]]
+    cited: list[ChunkRecord]
+    openings: list[ChunkRecord]
+
+
+def candidates(db: Database, plan_id: str, tiers: Sequence[str], cited: Sequence[tuple[str, int]] = (),
+               limit: int = 20) -> Candidates:
+    """The passages one call may see, in one statement: up to ``limit`` chunks per search
+    tier (each tier's words OR-ed, as :func:`search` ranks them), the stored chunks among
+    ``cited``, and — when no tier matched — the first chunk of each document (at most
+    ``limit``, in briefing order)."""
+    queries = [terms for terms in (query_terms(t) for t in tiers) if terms]
+    refs = list(dict.fromkeys(f"{d}:{o}" for d, o in cited))
+    statement: TextualSelect
+    if db.dialect == "postgresql":
+        statement = _PG_CANDIDATES
+        params: dict[str, Any] = {"queries": [" or ".join(t) for t in queries], "cited": refs}
+    else:
+        statement = _sqlite_candidates(len(queries))
+        params = {f"q{i}": " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+                  for i, terms in enumerate(queries, 1)}
+        params["cited"] = json.dumps(refs)
+    with db.statement() as conn:
+        rows = conn.execute(statement, {"plan_id": plan_id, "limit": max(1, limit), **params}).all()
+    found = Candidates([[] for _ in queries], [], [])
+    for r in rows:
+        chunk = _record(r, float(r.score or 0.0))
+        if r.tier > 0:
+            found.tiers[r.tier - 1].append(chunk)
+        elif r.tier == 0:
+            found.cited.append(chunk)
+        else:
+            found.openings.append(chunk)
+    order = {ref: i for i, ref in enumerate(refs)}
+    found.cited.sort(key=lambda c: order[c.ref])
+    return found
+
+
 def query_terms(query: str) -> list[str]:
     """The distinct words of ``query``, lower-cased, at most :data:`MAX_QUERY_TERMS`."""
     words = (w for w in _WORD.findall(query.lower()) if w not in _OPERATORS and w.strip("_"))
@@ -152,6 +203,63 @@ _SQLITE_SEARCH = text("""
     WHERE chunks_fts MATCH :q AND c.plan_id = :plan_id
     ORDER BY score DESC, c.document_id, c.ordinal
     LIMIT :limit""")
+
+
+# tier > 0: a search tier; 0: a cited passage; -1: an opening (only when no tier matched)
+_CANDIDATE_COLUMNS = """p.tier, p.score, c.doc_id, c.ordinal, d.title, c.heading_path, c.start_utf16, c.end_utf16,
+           c.text, c.tokens"""
+
+_PG_CANDIDATES = text(f"""
+    WITH q AS (
+        SELECT t.tier, websearch_to_tsquery('english', t.words) AS query
+        FROM unnest(CAST(:queries AS text[])) WITH ORDINALITY AS t(words, tier)
+    ), found AS (
+        SELECT q.tier, r.id, r.score
+        FROM q CROSS JOIN LATERAL (
+            SELECT c.id, ts_rank(c.search, q.query, 1) AS score
+            FROM chunks c WHERE c.plan_id = :plan_id AND c.search @@ q.query
+            ORDER BY score DESC, c.document_id, c.ordinal LIMIT :limit) r
+    ), picked AS (
+        SELECT tier, id, score FROM found
+        UNION ALL
+        SELECT 0, c.id, 0.0 FROM chunks c
+        WHERE c.plan_id = :plan_id AND c.doc_id || ':' || c.ordinal = ANY(CAST(:cited AS text[]))
+        UNION ALL
+        SELECT -1, o.id, 0.0 FROM (
+            SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id
+            WHERE c.plan_id = :plan_id AND c.ordinal = 1 AND NOT EXISTS (SELECT 1 FROM found)
+            ORDER BY d.position LIMIT :limit) o
+    )
+    SELECT {_CANDIDATE_COLUMNS}
+    FROM picked p JOIN chunks c ON c.id = p.id JOIN documents d ON d.id = c.document_id
+    ORDER BY p.tier, p.score DESC, c.document_id, c.ordinal""").columns(heading_path=JSON)
+
+
+@cache
+def _sqlite_candidates(tiers: int) -> TextualSelect:
+    """The SQLite statement for ``tiers`` search tiers (FTS5 has no arrays: one MATCH each)."""
+    searches = [f"""SELECT * FROM (
+            SELECT {i} AS tier, c.id, -bm25(chunks_fts, 2.0, 1.0) AS score
+            FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid
+            WHERE chunks_fts MATCH :q{i} AND c.plan_id = :plan_id
+            ORDER BY score DESC, c.document_id, c.ordinal LIMIT :limit)""" for i in range(1, tiers + 1)]
+    found = " UNION ALL ".join(searches) or "SELECT 1 AS tier, NULL AS id, 0.0 AS score WHERE 0"
+    return text(f"""
+    WITH found AS ({found}
+    ), picked AS (
+        SELECT tier, id, score FROM found
+        UNION ALL
+        SELECT 0, c.id, 0.0 FROM chunks c
+        WHERE c.plan_id = :plan_id AND c.doc_id || ':' || c.ordinal IN (SELECT value FROM json_each(:cited))
+        UNION ALL
+        SELECT * FROM (
+            SELECT -1, c.id, 0.0 FROM chunks c JOIN documents d ON d.id = c.document_id
+            WHERE c.plan_id = :plan_id AND c.ordinal = 1 AND NOT EXISTS (SELECT 1 FROM found)
+            ORDER BY d.position LIMIT :limit)
+    )
+    SELECT {_CANDIDATE_COLUMNS}
+    FROM picked p JOIN chunks c ON c.id = p.id JOIN documents d ON d.id = c.document_id
+    ORDER BY p.tier, p.score DESC, c.document_id, c.ordinal""").columns(heading_path=JSON)
 
 
 def _chunk_query() -> Any:

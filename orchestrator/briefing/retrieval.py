@@ -2,7 +2,9 @@
 
 The query is made of the words that say what this call is about, in three tiers searched
 in order: the phase's prompt (what this call must do), the expert's role (the angle it
-takes), the plan's question (shared by every expert). Stop words are left out. The
+takes), the plan's question (shared by every expert). Stop words are left out, and so
+are the rank words of job titles ("Chief … Officer", "Head of …"): they say nothing
+about a role's subject, and stemming makes "officer" match "office". The
 storage search ranks the plan's chunks for each tier (OR semantics: any shared word
 counts, more count more); the rankings are concatenated tier by tier, so the passages
 about this call's own task come before those that merely touch the shared question —
@@ -31,6 +33,7 @@ there these they this those through to too under until up very was we were what 
 whom why will with would you your yours yourself yourselves shall may might must let lets us one two
 give given make makes made get gets use using used way ways each every many much well also like need needs
 answer question expert experts phase role plan team board discuss discussion write say says think
+chief officer head senior deputy vice director manager
 """
 STOP_WORDS = frozenset(_STOP_WORDS.split())
 

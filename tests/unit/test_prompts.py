@@ -16,7 +16,7 @@ import pytest
 from orchestrator import prompts
 from orchestrator.debates import Verdict, debate_insertion
 from orchestrator.schema import BoardPlan, TeamPlan, load_plan
-from storage.records import PhaseRecord
+from storage.records import ChunkRecord, PhaseRecord
 from tasks.llm.types import ChatRequest
 from tests.unit.stored import example, inputs_of, record, stored
 
@@ -248,6 +248,9 @@ def render_every_phase() -> str:
                 out += [req.system, req.prompt]
                 if req.purpose == "divergence":
                     out.append(prompts.divergence_retry(req, "malformed").prompt)
+                else:  # the same phase with a briefing: its passages follow the instructions
+                    passage = ChunkRecord("memo", 1, "Memo", ["Risks"], 0, 9, "Churn is up.", 3)
+                    out.append(prompts.with_briefing(req, [passage]).prompt)
     return "\n".join(out)
 
 

@@ -6,6 +6,7 @@ Modules, each importing only those above it (no circle):
 :mod:`~tasks.llm.offline.lexicon` (the word lists, loaded from ``data/lexicon.json``),
 :mod:`~tasks.llm.offline.options` (``OfflineOptions``),
 :mod:`~tasks.llm.offline.topic` (``Topic``),
+:mod:`~tasks.llm.offline.passages` (the briefing passages a prompt carries, and citing them),
 :mod:`~tasks.llm.offline.reading` (reading a request),
 :mod:`~tasks.llm.offline.voice` (a speaker's voice),
 :mod:`~tasks.llm.offline.minutes` (the chair and the record),

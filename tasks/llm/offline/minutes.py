@@ -3,7 +3,9 @@ summaries, the divergence verdict, the synthesis and the summaries of context.
 
 They attribute every position to the expert who took it, name the experts who
 were absent, cite context blocks as ``[source]``, and a divergence check answers
-with JSON only.
+with JSON only. With a briefing in the prompt, the record carries the experts'
+citations of its passages through (``[doc:n]``, only those the prompt carries) and
+says which passages the meeting drew on.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from tasks.llm.offline import lexicon as lx
 from tasks.llm.offline.options import STANCES
+from tasks.llm.offline.passages import cite, cited_in
 from tasks.llm.offline.reading import (
     Call,
     Said,
@@ -39,6 +42,32 @@ from tasks.llm.offline.text import (
 )
 from tasks.llm.offline.topic import Topic
 from tasks.llm.offline.voice import Voice, profile_for
+
+
+def _briefing_refs(call: Call, said: Sequence[Said]) -> list[str]:
+    """The passages these statements cite that this call carries, in order, once each."""
+    known = call.known
+    return list(dict.fromkeys(r for s in said for r in cited_in(s.raw) if r in known))
+
+
+def _evidence(call: Call) -> str | None:
+    """Which passages the meeting drew on, and who cited each; without any citation to
+    carry, the passage most relevant to the question, quoted. None without a briefing."""
+    if not call.passages:
+        return None
+    places = {p.ref: p.place for p in call.passages}
+    cited: dict[str, list[str]] = {}
+    for s in call.said:
+        for ref in _briefing_refs(call, [s]):
+            who = cited.setdefault(ref, [])
+            if s.name and s.name not in who:
+                who.append(s.name)
+    if cited:
+        lines = [f"- {places[ref]} [{ref}]" + (f": cited by {join_names(who)}" if who else "")
+                 for ref, who in cited.items()]
+        return "Evidence from the briefing:\n" + "\n".join(lines)
+    top = next((p for p in call.passages if p.gist()), None)
+    return f'Evidence from the briefing: "{top.gist()}" [{top.ref}].' if top else None
 
 
 def _stance_phrase(stance: str | None) -> str:
@@ -183,6 +212,9 @@ def render_opening(call: Call) -> str:
         else ("I'll chair today's session.")
     )
     lines = [f"{greet} {intro}", f"The question before the panel: **{call.topic.question}**"]
+    if call.passages:
+        named = [f"{p.place} [{p.ref}]" for p in call.passages[:2]]
+        lines.append(f"The briefing pack is before you; start with {join_names(named)}.")
     panel = []
     for name, role in call.panel.experts:
         voice = Voice(name, role, call.topic, "support", "opening")
@@ -223,7 +255,8 @@ def render_round_summary(call: Call) -> str:
     attrib = []
     for name, said in views.items():
         gist = _gist(said, call.topic)
-        attrib.append(f"- {_who(call, name)} {_stance_phrase(said.stance)}" + (f": {gist}." if gist else "."))
+        attrib.append(f"- {_who(call, name)} {_stance_phrase(said.stance)}" + (f": {gist}" if gist else "")
+                      + cite(_briefing_refs(call, [said])) + ".")
     lines.append("Where everyone stands:\n" + ("\n".join(attrib) if attrib else "- Nobody spoke this round."))
 
     groups: dict[str, list[str]] = {}
@@ -291,6 +324,9 @@ def render_final_summary(call: Call) -> str:
     )
     split = _disagreement(call, views)
     lines.append("Open disagreements: " + (split or "None of substance."))
+    evidence = _evidence(call)
+    if evidence:
+        lines.append(evidence)
     bullets = []
     for name in names + [n for n in views if n not in names]:
         view = views.get(name)
@@ -300,6 +336,7 @@ def render_final_summary(call: Call) -> str:
         bullets.append(
             f"- **{name}** ({call.panel.role(name) or 'panel'}): {str(view.stance).upper()} {DASH} "
             f"{strip_end(view.position)}. [{view.source}]"
+            + cite(_briefing_refs(call, [x for x in call.said if x.name == name]))
         )
     lines.append("Who holds which view:\n" + "\n".join(bullets))
     missing = _missing(call, views)
@@ -356,7 +393,7 @@ def render_synthesis(call: Call) -> str:
         for s in items:
             point = quote_of(s, names) or _gist(s, call.topic) or "spoke without a stated position"
             verb = "in the debate, " if s.is_debate else ""
-            parts.append(f'{verb}"{point}" [{s.source}]')
+            parts.append(f'{verb}"{point}" [{s.source}]' + cite(_briefing_refs(call, [s])))
         latest = views.get(name)
         stance = f", ending {str(latest.stance).upper()}" if latest and latest.stance else ""
         evidence.append(f"- **{_who(call, name)}**{stance}: " + "; ".join(parts) + ".")
@@ -365,6 +402,9 @@ def render_synthesis(call: Call) -> str:
         evidence.append(f'- Also on record: "{point}" [{s.source}].')
     if evidence:
         lines.append("**What the panel established**\n" + "\n".join(evidence))
+    briefed = _evidence(call)
+    if briefed:
+        lines.append(briefed.replace("Evidence from the briefing:", "**Evidence from the briefing.**", 1))
     debates = [s for s in call.said if s.is_debate and s.name]
     if debates:
         outcomes = []

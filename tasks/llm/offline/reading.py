@@ -4,11 +4,13 @@ their stances and ``Position:`` lines, and what each statement is about.
 The result is a :class:`Call`, the one object every renderer of
 :mod:`tasks.llm.offline.writing` and :mod:`tasks.llm.offline.minutes` works from.
 Reading never invents: a speaker is named only from the hints, the prompt's
-"You are …", a block's source key or title, or the order of ``speakers``.
+"You are …", a block's source key or title, or the order of ``speakers``; a briefing
+passage only from the prompt (:mod:`tasks.llm.offline.passages`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -17,6 +19,7 @@ from typing import Any
 
 from tasks.llm.offline import lexicon as lx
 from tasks.llm.offline.options import STANCES, OfflineOptions
+from tasks.llm.offline.passages import Passage, passages_in, without_citations
 from tasks.llm.offline.text import (
     cap,
     count_words,
@@ -182,7 +185,7 @@ def read_context(request: ChatRequest, panel: Panel) -> list[Said]:
                 name = cap(tail.replace("_", " ").replace("-", " "))
                 panel.add(name)
             stance, sentence = positions[-1] if positions else (None, "")
-            body = _POSITION_RE.sub("", text)
+            body = without_citations(_POSITION_RE.sub("", text))  # quoted without its [doc:n] references
             body = re.sub(r"^\s*Revised position:\s*$", "", body, flags=re.M | re.I).strip()
             out.append(Said(source, name, stance, sentence, body, len(out), text))
     return out
@@ -318,6 +321,12 @@ class Call:
     said: list[Said]
     round: int
     rounds: int
+    passages: list[Passage] = dataclasses.field(default_factory=list)  # the briefing's, as the prompt carries them
+
+    @property
+    def known(self) -> set[str]:
+        """The passages this call may cite."""
+        return {p.ref for p in self.passages}
 
     @property
     def hints(self) -> Mapping[str, Any]:
@@ -379,4 +388,5 @@ def read_request(request: ChatRequest, opts: OfflineOptions) -> Call:
         said=read_context(request, panel),
         round=max(1, _int(hints.get("round"), 1)),
         rounds=max(1, _int(hints.get("rounds"), 1)),
+        passages=passages_in(request.prompt),
     )

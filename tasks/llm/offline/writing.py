@@ -5,6 +5,11 @@ Every text ends with exactly one ``Position: SUPPORT|OPPOSE|CONDITIONAL — …`
 line, answers named earlier speakers with what their blocks actually say, and in
 a debate may concede to the strongest opposing point by becoming conditional.
 
+With a briefing in the prompt, each expert draws on the passage most relevant to its
+call (a new one each round, where there are several) — quoting it and citing it as
+``[doc:n]`` — and nothing it writes cites a passage its prompt does not carry
+(:func:`tasks.llm.offline.passages.only_citing`).
+
 Texts whose length follows ``options.words`` (a meeting turn, a team expert's
 analysis) are written lazily, paragraph by paragraph (:func:`render_pieces`): the
 provider streams each piece as it is written, so a call that is cancelled or
@@ -26,6 +31,7 @@ from tasks.llm.offline.minutes import (
     render_synthesis,
 )
 from tasks.llm.offline.options import OfflineOptions
+from tasks.llm.offline.passages import Passage, only_citing
 from tasks.llm.offline.reading import (
     Call,
     Said,
@@ -50,13 +56,33 @@ def render(request: ChatRequest, opts: OfflineOptions) -> str:
 
 
 def render_pieces(request: ChatRequest, opts: OfflineOptions) -> Iterator[str]:
-    """The text of :func:`render` in pieces, each written only when it is asked for."""
+    """The text of :func:`render` in pieces, each written only when it is asked for;
+    none cites a passage the prompt does not carry."""
     call = read_request(request, opts)
+    known = call.known
     lazy = _LAZY_RENDERERS.get(call.kind)
-    if lazy is not None:
-        yield from lazy(call)
-    else:
-        yield _RENDERERS[call.kind](call)
+    pieces = lazy(call) if lazy is not None else iter((_RENDERERS[call.kind](call),))
+    for piece in pieces:
+        yield only_citing(piece, known)
+
+
+_DRAWN = (
+    'The briefing backs this up: "{gist}" [{ref}].',
+    'Our own documents are specific here ({place}): "{gist}" [{ref}].',
+    'I\'d point everyone to {place}: "{gist}" [{ref}].',
+    'The pack puts it plainly: "{gist}" [{ref}].',
+)
+
+
+def _drawn(call: Call, name: str, turn: int = 0) -> str | None:
+    """A sentence drawing on one of the call's passages (the most relevant first; the
+    ``turn``-th where there are several), quoted and cited; None without a briefing."""
+    usable = [p for p in call.passages if p.gist()]
+    if not usable:
+        return None
+    passage: Passage = usable[turn % len(usable)]
+    template = Dice(name, call.kind, "briefing").shuffled(_DRAWN)[turn % len(_DRAWN)]
+    return template.format(gist=passage.gist(), ref=passage.ref, place=passage.place)
 
 
 def _me(call: Call) -> tuple[str, str]:
@@ -146,6 +172,9 @@ def _render_turn(call: Call) -> Iterator[str]:
             first.append(voice.take(lx.OWN_EARLIER, prev=prev, quote=quote))
 
     second: list[str] = [voice.take(lx.DECLARE[voice.stance]), voice.reason()]
+    drawn = _drawn(call, name, call.round - 1)
+    if drawn:
+        second.append(drawn)
     conditions = voice.conditions(2)
     if voice.stance == "conditional":
         second.append(voice.take(lx.CONDITION_LINES, c1=conditions[0], c2=conditions[1]))
@@ -184,6 +213,8 @@ def _render_expert(call: Call) -> Iterator[str]:
     conditions = voice.conditions(2)
 
     intro = [voice.take(lx.OPENERS_FIRST), voice.take(lx.DECLARE[voice.stance]), voice.reason()]
+    drawn = [d for d in (_drawn(call, name), _drawn(call, name, 1)) if d]
+    intro += list(dict.fromkeys(drawn))
     parts = [f"**{name}** ({voice.role}) on {call.topic.short}", paragraphs(intro, 5)]
     if deps:
         lines = [_respond(voice, d, names) for d in deps[:3]]
@@ -285,6 +316,9 @@ def _render_debate(call: Call) -> str:
                 f" {voice.take(voice.profile.details)}"
             )
         lines.append(f"{head} {answer}")
+    drawn = _drawn(call, name)
+    if drawn:
+        lines.append(drawn)
     if moved:
         lines.append(
             f"So I've moved from {start} to conditional: {moved[0]}'s point about {moved[1]} deserves "

@@ -1,5 +1,7 @@
-"""Mutations of the briefing-pack invariants (I26-I32): atomic ingestion, no server-side
-paths, path safety, limits, Markdown chunking, UTF-16 offsets and flagged citations."""
+"""Mutations of the briefing-pack invariants (I26-I32, and the briefing's part of I34):
+atomic ingestion, no server-side paths, path safety, limits, Markdown chunking, UTF-16
+offsets, flagged citations, the offline model citing only what its prompt carries, and
+retrieval's one read per phase (none without a briefing)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ READING = f"{UNIT}/test_reading.py"
 RETRIEVAL = f"{UNIT}/test_retrieval.py"
 UTF16 = f"{UNIT}/test_utf16.py"
 ATOMIC = "tests/integration/test_briefing.py::test_a_failure_halfway_through_storing_chunks_stores_nothing"
+OFFLINE = "tests/unit/llm/test_offline_citations.py"
+STATEMENTS = "tests/unit/test_statements.py::test_a_briefing_costs_a_phase_one_read_and_no_briefing_none"
 
 
 MUTATIONS: tuple[Mutation, ...] = (
@@ -165,4 +169,26 @@ MUTATIONS: tuple[Mutation, ...] = (
          Edit("int(m.group(2))", "int(m.group(2) or 0)")),
         tests=(f"{RETRIEVAL}::test_citations_are_found_in_order_and_phase_citations_are_not_briefing_citations",),
         why="a phase citation such as [synthesis] is read as a citation of a briefing document"),
+    mutation(
+        "offline-cites-passages-not-in-its-prompt", "I32", "tasks/llm/offline/writing.py",
+        "        yield only_citing(piece, known)\n",
+        "        yield piece\n",
+        tests=(f"{OFFLINE}::test_a_call_given_no_passage_cites_none_even_when_it_quotes_citations",),
+        why="the offline model repeats a colleague's citation of a passage it was never given"),
+
+    # I34 (the briefing's part) — one read per briefed phase, none without a briefing
+    mutation(
+        "briefing-read-without-a-briefing", "I34", "orchestrator/briefing/briefer.py",
+        "        if not plan.briefing or phase.kind not in BRIEFED_KINDS:\n",
+        "        if phase.kind not in BRIEFED_KINDS:\n",
+        tests=(STATEMENTS,),
+        why="every phase of a plan without a briefing searches an empty pack: a statement per phase for nothing"),
+    mutation(
+        "briefing-read-per-tier", "I34", "orchestrator/briefing/passages.py",
+        "        found = briefings.candidates(db, plan_id, query.tiers, cited, limit=CANDIDATES)\n",
+        "        found = briefings.candidates(db, plan_id, query.tiers, cited, limit=CANDIDATES)\n"
+        "        for tier in query.tiers:\n"
+        "            briefings.search(db, plan_id, tier, limit=CANDIDATES)\n",
+        tests=(STATEMENTS,),
+        why="retrieval sends a search per tier on top of the one read: a briefed phase costs one read per tier"),
 )
