@@ -120,6 +120,14 @@ def hash_matches(token: str, stored_hash: str) -> bool:
     return hmac.compare_digest(token_hash(token), stored_hash)
 
 
+def session_mac(token_digest: str, message: str) -> str:
+    """The MAC of a browser session's ``message`` (``orchestrator.api.session``), keyed by
+    the stored SHA-256 of the token that opened it: a session dies with its token (revoked,
+    or a different ``CONCLAVE_API_TOKEN``), and no other secret has to be shared by the
+    API processes."""
+    return hmac.new(token_digest.encode("ascii"), message.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
 def api_token_principal(scopes: Iterable[str] = (ADMIN,), tenant: str = DEFAULT_TENANT) -> Principal:
     """The principal ``CONCLAVE_API_TOKEN`` stands for (admin unless configured otherwise)."""
     return Principal(API_TOKEN_ID, API_TOKEN_NAME, check_tenant(tenant), parse_scopes(scopes))

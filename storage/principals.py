@@ -8,6 +8,7 @@ move clients over, revoke the old one. See :mod:`storage.identity` for the vocab
 
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from storage.identity import (
     new_token,
     parse_scopes,
     principal_id_of,
+    session_mac,
 )
 from storage.models import PrincipalRow, utcnow
 
@@ -100,12 +102,31 @@ def authenticate(db: Database, token: str) -> Principal | None:
     principal_id = principal_id_of(token)
     if principal_id is None:
         return None
-    now = utcnow()
     with db.transaction() as s:
         row = s.get(PrincipalRow, principal_id)
         if row is None or row.revoked_at is not None or not hash_matches(token, row.token_hash):
             return None
         principal = _record(row).principal
-        if row.last_used_at is None or now - row.last_used_at >= TOUCH_EVERY:
-            s.execute(update(PrincipalRow).where(PrincipalRow.id == principal_id).values(last_used_at=now))
+        _touch(s, row)
         return principal
+
+
+def authenticate_session(db: Database, principal_id: str, message: str, mac: str) -> Principal | None:
+    """The principal a browser session stands for, or None (unknown, revoked, or a MAC its
+    token's stored hash does not make: :func:`storage.identity.session_mac`, compared in
+    constant time). The hash never leaves this function."""
+    with db.transaction() as s:
+        row = s.get(PrincipalRow, principal_id)
+        if row is None or row.revoked_at is not None:
+            return None
+        if not hmac.compare_digest(session_mac(row.token_hash, message), mac):
+            return None
+        _touch(s, row)
+        return _record(row).principal
+
+
+def _touch(s: Any, row: PrincipalRow) -> None:
+    """Refresh ``last_used_at`` at most every :data:`TOUCH_EVERY`."""
+    now = utcnow()
+    if row.last_used_at is None or now - row.last_used_at >= TOUCH_EVERY:
+        s.execute(update(PrincipalRow).where(PrincipalRow.id == row.id).values(last_used_at=now))

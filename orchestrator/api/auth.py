@@ -9,6 +9,11 @@ malformed or revoked token is 401. With authentication off (``CONCLAVE_AUTH=off`
 embedded mode without a token) the caller is the operator: ``principal`` None, every
 tenant, nothing recorded as an actor.
 
+A browser has a session cookie instead (:mod:`orchestrator.api.session`, opened at
+``/ui/login``), accepted on GET and HEAD only, and only when the request carries no
+``Authorization``. :class:`Credentials` is what every check goes through: the
+middleware's, and the plan page's (:mod:`orchestrator.api.ui`).
+
 :func:`require` is each route's dependency: 403 when the principal lacks the route's
 scope. Which plans a principal sees (its tenant's; every tenant's for ``admin``) is the
 coordinator's business (:meth:`orchestrator.coordinator.Coordinator._resolve`).
@@ -16,18 +21,30 @@ coordinator's business (:meth:`orchestrator.coordinator.Coordinator._resolve`).
 
 from __future__ import annotations
 
+import hmac
+import time
 from collections.abc import Callable
+from typing import Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from orchestrator.api import session
 from orchestrator.api.errors import conclave_error_response
+from orchestrator.api.session import SAFE_METHODS
 from orchestrator.errors import Forbidden, ServiceUnavailable, Unauthorized, storage_boundary
 from orchestrator.settings import Settings
 from storage import principals
-from storage.identity import Principal, api_token_principal, matches_api_token
+from storage.identity import (
+    API_TOKEN_ID,
+    Principal,
+    api_token_principal,
+    matches_api_token,
+    session_mac,
+    token_hash,
+)
 
 PROTECTED = ("/v1", "/metrics")
 
@@ -40,54 +57,106 @@ def protected(path: str) -> bool:
     return any(path == p or path.startswith(p + "/") for p in PROTECTED)
 
 
-class Authenticate:
-    """Resolve the bearer token of every protected request to a principal, stored in the
-    request's state (``request.state.principal``), or answer 401. Fails closed: a
-    configured but empty ``CONCLAVE_API_TOKEN`` matches nothing."""
+class Credentials:
+    """What a presented credential stands for: a bearer token (``CONCLAVE_API_TOKEN``,
+    compared in constant time, or a principal's token) or a browser session cookie.
+    Fails closed: a configured but empty ``CONCLAVE_API_TOKEN`` matches nothing."""
 
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
-        self.app = app
+    def __init__(self, settings: Settings) -> None:
         self.required = settings.auth_required
         secret = settings.api_token.get_secret_value().strip() if settings.api_token is not None else ""
         self._api_token = secret  # a token read from a file often ends in a newline
         self._api_principal = api_token_principal(settings.api_token_scopes, settings.api_token_tenant)
+        self.session_seconds = max(60, int(settings.ui_session_hours * 3600))
+
+    async def principal(self, scope: Scope) -> Principal:
+        """The principal of a request, or :class:`Unauthorized`: its ``Authorization``
+        header, or — on a safe request without one — its session cookie."""
+        cookie = session.read(scope)
+        if cookie is not None and not _headers(scope, b"authorization") and scope.get("method") in SAFE_METHODS:
+            by_session = await self.session_principal(scope["app"], cookie)
+            if by_session is None:
+                raise Unauthorized("the session has expired or its token was revoked: sign in again at /ui/login",
+                                   details=[{"field": "Cookie", "message": "session expired or revoked"}])
+            return by_session
+        token = _bearer(scope, cookie is not None)
+        found = await self.token_principal(scope["app"], token)
+        if found is None:
+            raise _unauthorized("unknown or revoked token")
+        return found
+
+    async def token_principal(self, app: Any, token: str) -> Principal | None:
+        """The principal a bearer token stands for, or None (unknown, malformed, revoked)."""
+        if matches_api_token(token, self._api_token):
+            return self._api_principal
+        client = app.state.client
+
+        def lookup() -> Principal | None:
+            with storage_boundary():
+                return principals.authenticate(client.db, token)
+
+        return await run_in_threadpool(lookup)
+
+    def open_session(self, token: str, principal: Principal) -> str:
+        """A session cookie's value for the holder of ``token`` (already checked: it is
+        ``principal``'s), valid for ``CONCLAVE_UI_SESSION_HOURS``."""
+        expires = int(time.time()) + self.session_seconds
+        mac = session_mac(token_hash(token), session.message(principal.id, expires))
+        return session.encode(principal.id, expires, mac)
+
+    async def session_principal(self, app: Any, value: str) -> Principal | None:
+        """The principal a session cookie stands for, or None (not one we made, expired,
+        its token revoked or no longer configured)."""
+        claim = session.decode(value)
+        if claim is None or claim.expired():
+            return None
+        if claim.principal_id == API_TOKEN_ID:
+            if not self._api_token:
+                return None
+            mac = session_mac(token_hash(self._api_token), claim.message)
+            return self._api_principal if hmac.compare_digest(mac, claim.mac) else None
+        client = app.state.client
+
+        def lookup() -> Principal | None:
+            with storage_boundary():
+                return principals.authenticate_session(client.db, claim.principal_id, claim.message, claim.mac)
+
+        return await run_in_threadpool(lookup)
+
+
+class Authenticate:
+    """Resolve the credentials of every protected request to a principal, stored in the
+    request's state (``request.state.principal``), or answer 401."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.credentials = Credentials(settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not protected(scope.get("path", "")):
             await self.app(scope, receive, send)
             return
         state = scope.setdefault("state", {})
-        if not self.required:
+        if not self.credentials.required:
             state["principal"] = None
             await self.app(scope, receive, send)
             return
         try:
-            state["principal"] = await self._principal(scope)
+            state["principal"] = await self.credentials.principal(scope)
         except (Unauthorized, ServiceUnavailable) as exc:
             await conclave_error_response(exc)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
-    async def _principal(self, scope: Scope) -> Principal:
-        token = _bearer(scope)
-        if matches_api_token(token, self._api_token):
-            return self._api_principal
-        client = scope["app"].state.client
 
-        def lookup() -> Principal | None:
-            with storage_boundary():
-                return principals.authenticate(client.db, token)
-
-        found = await run_in_threadpool(lookup)
-        if found is None:
-            raise _unauthorized("unknown or revoked token")
-        return found
+def _headers(scope: Scope, name: bytes) -> list[bytes]:
+    return [v for k, v in scope.get("headers", []) if k.lower() == name]
 
 
-def _bearer(scope: Scope) -> str:
-    values = [v for k, v in scope.get("headers", []) if k.lower() == b"authorization"]
+def _bearer(scope: Scope, has_cookie: bool = False) -> str:
+    values = _headers(scope, b"authorization")
     if not values:
-        raise _unauthorized("missing")
+        raise _unauthorized("missing (a session cookie authenticates only GET and HEAD)" if has_cookie else "missing")
     if len(values) > 1:
         raise _unauthorized("more than one Authorization header")
     scheme, _, given = values[0].strip().partition(b" ")

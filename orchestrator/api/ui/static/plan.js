@@ -1,0 +1,389 @@
+// The plan page, live. The server rendered the page as the database had it; this script
+// follows the plan's event stream from there (GET /v1/plans/{id}/events?after=<last event
+// id the page shows>, authenticated by the session cookie) and reads the JSON routes —
+// GETs only. Text is always inserted as text (textContent, text nodes), never as markup;
+// the only markup it inserts is the server's own fragment (GET /ui/plans/{id}/live).
+"use strict";
+(() => {
+  const root = document.getElementById("plan");
+  if (!root) return;
+
+  const planId = root.dataset.plan;
+  const api = `/v1/plans/${encodeURIComponent(planId)}`;
+  const terminal = root.dataset.terminal;
+  const STORED = ["plan_submitted", "phase_started", "phase_completed", "phase_failed", "phase_cancelled",
+    "phases_skipped", "debate_inserted", "debate_limit_reached", "cancel_requested", "retry_requested",
+    "resume_requested", "plan_updated", "plan_finished"];
+  // a phase citation names a phase key, never with a colon: orchestrator.briefing.citations
+  const PHASE_CITATION = /\[([a-z0-9][a-z0-9_-]*(?:\.[a-z0-9][a-z0-9_-]*)*)\]/g;
+  const joinedLate = new Set(Array.from(document.querySelectorAll('.phase[data-status="running"]'),
+    (card) => card.dataset.key));
+  const documents = new Map(); // doc id -> Promise of GET /documents/{doc}
+  let source = null;
+  let synthesis = null; // Promise, once the result was asked for
+
+  const byKey = (key) => document.getElementById(`phase-${key}`);
+  const signIn = () => `/ui/login?next=${encodeURIComponent(location.pathname)}`;
+
+  function notice(text, withSignIn) {
+    const box = document.getElementById("notice");
+    box.replaceChildren(text);
+    if (withSignIn) {
+      const a = document.createElement("a");
+      a.href = signIn();
+      a.textContent = "Sign in again";
+      box.append(" ", a);
+    }
+    box.hidden = false;
+  }
+
+  async function getJSON(path) {
+    const r = await fetch(path, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+    if (r.status === 401) {
+      notice("Your session has ended.", true);
+      throw new Error("401");
+    }
+    if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+    return r.json();
+  }
+
+  // ------------------------------------------------------------------ statuses and timings
+
+  function setStatus(card, status) {
+    if (!card || card.dataset.status === status) return;
+    card.dataset.status = status;
+    for (const c of Array.from(card.classList)) if (c.startsWith("status-")) card.classList.remove(c);
+    card.classList.add(`status-${status}`);
+    const badge = card.querySelector('[data-role="status"]');
+    if (badge) {
+      badge.textContent = status.replace("_", " ");
+      badge.className = `badge status-${status}`;
+    }
+  }
+
+  function setPlanStatus(status) {
+    const holder = document.getElementById("plan-status");
+    holder.dataset.status = status;
+    const badge = holder.querySelector(".badge");
+    badge.textContent = status.replace("_", " ");
+    badge.className = `badge status-${status}`;
+  }
+
+  function seconds(s) {
+    if (s < 60) return `${s.toFixed(1)} s`;
+    const w = Math.floor(s);
+    if (w < 3600) return `${Math.floor(w / 60)} min ${String(w % 60).padStart(2, "0")} s`;
+    return `${Math.floor(w / 3600)} h ${String(Math.floor((w % 3600) / 60)).padStart(2, "0")} min`;
+  }
+
+  function tick() {
+    const now = Date.now();
+    for (const el of document.querySelectorAll(".took[data-started]")) {
+      if (!el.dataset.started || el.dataset.finished) continue;
+      const since = Date.parse(el.dataset.started);
+      if (!Number.isNaN(since)) el.textContent = seconds(Math.max(0, (now - since) / 1000));
+    }
+  }
+
+  // ------------------------------------------------------------------ words as they are spoken
+
+  function follow(box) {
+    if (box.scrollHeight - box.scrollTop - box.clientHeight < 40) box.scrollTop = box.scrollHeight;
+  }
+
+  function onChunk(msg) {
+    const card = byKey(msg.phase);
+    if (!card) return;
+    if (card.dataset.status === "pending") setStatus(card, "running");
+    const box = card.querySelector(".text");
+    if (box.dataset.state !== "live") {
+      box.replaceChildren();
+      box.dataset.state = "live";
+      if (joinedLate.has(msg.phase)) {
+        const late = document.createElement("span");
+        late.className = "late";
+        late.title = "this page opened while the phase was being written";
+        late.textContent = "… ";
+        box.append(late);
+      }
+      box.append(document.createTextNode(""));
+    }
+    box.lastChild.appendData(msg.text);
+    follow(box);
+  }
+
+  async function loadText(key) {
+    const body = await getJSON(`${api}/phases/${encodeURIComponent(key)}/content`);
+    const card = byKey(key); // the card may have been re-rendered meanwhile; its text box moves along
+    if (!card) return;
+    const box = card.querySelector(".text");
+    renderCited(box, body.text, body.citations || []);
+    box.dataset.state = "full";
+  }
+
+  // ------------------------------------------------------------------ citations
+
+  function phaseCite(key, label) {
+    const a = document.createElement("a");
+    a.className = "cite cite-phase";
+    a.href = `#phase-${key}`;
+    a.textContent = label;
+    a.title = `the phase ${key}`;
+    return a;
+  }
+
+  function briefingCite(c, label) {
+    if (c.unresolved) {
+      const s = document.createElement("span");
+      s.className = "cite unresolved";
+      s.title = "no such passage in the briefing";
+      s.textContent = label;
+      return s;
+    }
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "cite cite-doc";
+    b.dataset.doc = c.doc;
+    b.dataset.chunk = String(c.chunk);
+    b.title = [c.title, ...(c.heading_path || [])].filter(Boolean).join(" › ");
+    b.textContent = label;
+    return b;
+  }
+
+  // Offsets are UTF-16 code units, which is what JavaScript strings index.
+  function renderCited(box, text, citations) {
+    const spans = citations
+      .filter((c) => c.start >= 0 && c.end <= text.length && c.start < c.end)
+      .map((c) => ({ start: c.start, end: c.end, make: (label) => briefingCite(c, label) }));
+    for (const m of text.matchAll(PHASE_CITATION)) {
+      if (byKey(m[1])) spans.push({ start: m.index, end: m.index + m[0].length, make: (label) => phaseCite(m[1], label) });
+    }
+    spans.sort((a, b) => a.start - b.start);
+    const out = document.createDocumentFragment();
+    let at = 0;
+    for (const s of spans) {
+      if (s.start < at) continue; // overlapping: the earlier one wins
+      out.append(text.slice(at, s.start), s.make(text.slice(s.start, s.end)));
+      at = s.end;
+    }
+    out.append(text.slice(at));
+    box.replaceChildren(out);
+  }
+
+  async function showPassage(button) {
+    const docId = button.dataset.doc;
+    const chunk = Number(button.dataset.chunk);
+    if (!documents.has(docId)) documents.set(docId, getJSON(`${api}/documents/${encodeURIComponent(docId)}`));
+    let doc;
+    try {
+      doc = await documents.get(docId);
+    } catch (e) {
+      documents.delete(docId);
+      notice(`The document ${docId} could not be loaded.`);
+      return;
+    }
+    const passage = doc.chunks.find((c) => c.chunk === chunk);
+    const panel = document.getElementById("document");
+    panel.querySelector(".doc-title").textContent = doc.title;
+    panel.querySelector(".doc-path").textContent = passage
+      ? [...passage.heading_path, `passage ${chunk}`].join(" › ") : `there is no passage ${chunk}`;
+    const body = panel.querySelector(".doc-text");
+    panel.dataset.doc = docId;
+    panel.dataset.chunk = String(chunk);
+    panel.hidden = false;
+    for (const b of document.querySelectorAll(".cite-doc[aria-pressed]")) b.removeAttribute("aria-pressed");
+    button.setAttribute("aria-pressed", "true");
+    if (!passage) {
+      body.replaceChildren(doc.text);
+      return;
+    }
+    const mark = document.createElement("mark");
+    mark.id = "passage";
+    mark.textContent = doc.text.slice(passage.start, passage.end);
+    body.replaceChildren(doc.text.slice(0, passage.start), mark, doc.text.slice(passage.end));
+    body.scrollTop = Math.max(0, mark.offsetTop - body.clientHeight / 4);
+  }
+
+  function showSynthesis() {
+    if (synthesis) return;
+    synthesis = getJSON(`${api}/result`).then((r) => {
+      const section = document.getElementById("synthesis");
+      renderCited(section.querySelector(".text"), r.text, r.citations || []);
+      section.hidden = false;
+      section.dataset.ready = "true";
+    }).catch(() => { synthesis = null; });
+  }
+
+  // ------------------------------------------------------------------ the graph, refreshed
+
+  let refreshTimer = null;
+  let refreshing = false;
+  let again = false;
+
+  function refreshSoon() {
+    if (refreshTimer === null) refreshTimer = setTimeout(() => { refreshTimer = null; refresh(); }, 150);
+  }
+
+  async function refresh() {
+    if (refreshing) { again = true; return; }
+    refreshing = true;
+    try {
+      const r = await fetch(`/ui/plans/${encodeURIComponent(planId)}/live`, { credentials: "same-origin" });
+      if (r.status === 401) notice("Your session has ended.", true);
+      else if (r.ok) apply(await r.text());
+    } catch (e) {
+      // the next event refreshes again
+    } finally {
+      refreshing = false;
+      if (again) { again = false; refreshSoon(); }
+    }
+  }
+
+  // The fragment is the server's rendering of the status, the overview and the graph.
+  // Each card's text box belongs to this script: it moves into the fresh card.
+  function apply(html) {
+    const t = document.createElement("template");
+    t.innerHTML = html;
+    const fresh = t.content;
+    for (const id of ["plan-status", "overview"]) {
+      const node = fresh.getElementById(id);
+      if (node) document.getElementById(id).replaceWith(node);
+    }
+    const graph = fresh.getElementById("graph");
+    if (!graph) return;
+    for (const card of graph.querySelectorAll(".phase")) {
+      const old = byKey(card.dataset.key);
+      if (old) card.querySelector(".text").replaceWith(old.querySelector(".text"));
+    }
+    document.getElementById("graph").replaceWith(graph);
+    watchSizes();
+    drawSoon();
+    tick();
+  }
+
+  let drawing = false;
+  function drawSoon() {
+    if (!drawing) { drawing = true; requestAnimationFrame(() => { drawing = false; drawEdges(); }); }
+  }
+
+  function drawEdges() {
+    const graph = document.getElementById("graph");
+    const svg = graph.querySelector("svg.edges");
+    const box = graph.getBoundingClientRect();
+    svg.setAttribute("width", String(graph.scrollWidth));
+    svg.setAttribute("height", String(graph.scrollHeight));
+    const d = [];
+    for (const card of graph.querySelectorAll(".phase")) {
+      const to = card.getBoundingClientRect();
+      for (const dep of (card.dataset.deps || "").split(" ")) {
+        const from = dep && byKey(dep);
+        if (!from) continue;
+        const a = from.getBoundingClientRect();
+        const x1 = a.left + a.width / 2 - box.left;
+        const y1 = a.bottom - box.top;
+        const x2 = to.left + to.width / 2 - box.left;
+        const y2 = to.top - box.top;
+        const bend = Math.max(12, (y2 - y1) / 2);
+        d.push(`M${x1},${y1} C${x1},${y1 + bend} ${x2},${y2 - bend} ${x2},${y2}`);
+      }
+    }
+    const path = document.createElementNS("http://www.w3.org/2000/svg", "path");
+    path.setAttribute("d", d.join(" "));
+    svg.replaceChildren(path);
+  }
+
+  // drawn in the observer's callback: after layout, before paint, so a frame never shows
+  // edges of the sizes before (text streams into the cards and grows them)
+  const sizes = new ResizeObserver(drawEdges);
+  function watchSizes() {
+    sizes.disconnect();
+    const graph = document.getElementById("graph");
+    sizes.observe(graph);
+    for (const card of graph.querySelectorAll(".phase")) sizes.observe(card);
+  }
+
+  // ------------------------------------------------------------------ the event stream
+
+  function onStored(e) {
+    const card = e.phase ? byKey(e.phase) : null;
+    switch (e.type) {
+      case "phase_started":
+        if (card) {
+          if (card.dataset.attempt !== String(e.data.attempt)) {
+            const box = card.querySelector(".text");
+            box.replaceChildren();
+            delete box.dataset.state;
+          }
+          card.dataset.attempt = String(e.data.attempt);
+          card.querySelector(".attempt").textContent = `attempt ${e.data.attempt}`;
+          setStatus(card, "running");
+          const took = card.querySelector(".took");
+          took.dataset.started = e.created_at;
+          took.dataset.finished = "";
+        }
+        break;
+      case "phase_completed":
+        setStatus(card, "completed");
+        if (card) loadText(e.phase).catch(() => {});
+        if (e.phase === terminal) showSynthesis();
+        break;
+      case "phase_failed":
+        setStatus(card, "failed");
+        break;
+      case "phase_cancelled":
+        setStatus(card, "cancelled");
+        break;
+      case "phases_skipped":
+        for (const key of e.data.phases || []) setStatus(byKey(key), "skipped");
+        break;
+      case "plan_finished":
+        setPlanStatus(e.data.status);
+        root.dataset.final = "true";
+        if (source) source.close();
+        live(false);
+        if (e.data.status === "completed") showSynthesis();
+        break;
+      default:
+        break;
+    }
+    refreshSoon();
+  }
+
+  function live(on) {
+    document.getElementById("live").hidden = !on;
+  }
+
+  function connect() {
+    if (root.dataset.final === "true") return;
+    source = new EventSource(`${api}/events?after=${encodeURIComponent(root.dataset.after || "0")}`);
+    source.addEventListener("open", () => live(true));
+    source.addEventListener("error", () => {
+      live(false);
+      if (source.readyState === EventSource.CLOSED && root.dataset.final !== "true") {
+        notice("Live updates stopped (the session may have ended).", true);
+      }
+    });
+    source.addEventListener("chunk", (m) => onChunk(JSON.parse(m.data)));
+    for (const type of STORED) source.addEventListener(type, (m) => onStored(JSON.parse(m.data)));
+  }
+
+  // ------------------------------------------------------------------ clicks
+
+  document.addEventListener("click", (ev) => {
+    const target = ev.target instanceof Element ? ev.target : null;
+    if (!target) return;
+    const cite = target.closest(".cite-doc");
+    if (cite) { showPassage(cite); return; }
+    const more = target.closest(".phase .more");
+    if (more) { loadText(more.closest(".phase").dataset.key).catch(() => {}); return; }
+    if (target.closest("#document .close")) document.getElementById("document").hidden = true;
+  });
+
+  watchSizes();
+  drawSoon();
+  tick();
+  setInterval(tick, 1000);
+  const last = terminal && byKey(terminal);
+  if (last && last.dataset.status === "completed") showSynthesis();
+  connect();
+})();

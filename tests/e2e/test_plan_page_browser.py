@@ -1,0 +1,178 @@
+"""The plan page in a real headless Chromium: a real ``conclave api`` with authentication
+on, a real worker subprocess running a slow offline model, a user who signs in with a
+token and watches a board: words appear in a phase while it is still being written,
+statuses change, the synthesis links the phases it cites. Another tenant's user gets the
+not-found page. Set ``PLAN_PAGE_SCREENSHOT=docs/plan-page.png`` to refresh the README's
+screenshot."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from orchestrator.api import session
+from tests.conftest import ROOT
+from tests.e2e.browser import PageLog, browser, sign_in  # noqa: F401  (browser: the fixture)
+from tests.e2e.test_api import api, board  # noqa: F401  (api: the API server fixture)
+from tests.e2e.test_plan_page import make_tokens
+
+WAIT_MS = 60_000
+
+STREAMING = """key => {
+  const card = document.getElementById('phase-' + key);
+  return card.dataset.status === 'running' && card.querySelector('.text').textContent.length > 30;
+}"""
+
+ROUND_ONE_SPEAKING = """() => Array.from(document.querySelectorAll('.level[data-level="1"] .phase'))
+  .filter(c => c.dataset.status === 'running' && c.querySelector('.text').textContent.length > 60).length >= 2"""
+
+
+@pytest.mark.slow
+def test_a_user_watches_a_running_board_live(api: Any, workers: Any, settings: Any, browser: Any,  # noqa: F811
+                                             tmp_path: Path) -> None:
+    tokens = make_tokens(settings.database_url, ("acme-rw", "acme", ["plans:read", "plans:write"]),
+                         ("globex-ro", "globex", ["plans:read"]))
+    acme, globex = tokens["acme-rw"][1], tokens["globex-ro"][1]
+    server = api(env={"CONCLAVE_AUTH": "tokens"})
+    url = server.url
+    r = httpx.post(f"{url}/v1/plans", json=board(rounds=1), headers={"Authorization": f"Bearer {acme}"})
+    assert r.status_code == 201, r.text
+    plan_id = r.json()["plan_id"]
+    path = f"/ui/plans/{plan_id}"
+
+    context = browser.new_context(viewport={"width": 1440, "height": 1100})
+    page = context.new_page()
+    seen = PageLog(page)
+    sign_in(page, url, path, acme)
+    cookie = next(c for c in context.cookies() if c["name"] == session.COOKIE)
+    assert (cookie["httpOnly"], cookie["sameSite"], cookie["secure"], cookie["path"]) == (True, "Strict", False, "/")
+    assert cookie["value"] != acme and acme not in page.content()
+    assert page.evaluate("document.cookie") == ""  # no script reads the session
+    phases = page.eval_on_selector_all(".phase", "cards => cards.map(c => [c.dataset.key, c.dataset.status])")
+    assert len(phases) == 7 and {status for _, status in phases} == {"pending"}  # no worker yet
+    page.wait_for_selector("#live:not([hidden])", timeout=WAIT_MS)  # the event stream is open, on the cookie
+
+    workers(settings=settings.model_copy(update={"offline_latency": 0.06}))
+    # the chair's words appear while the opening is still being written
+    page.wait_for_function(STREAMING, arg="opening", timeout=WAIT_MS)
+    assert page.text_content("#phase-opening [data-role=status]") == "running"
+    # then it completes; two of round one's experts speak at once (the screenshot)
+    page.wait_for_function(ROUND_ONE_SPEAKING, timeout=WAIT_MS)
+    assert page.get_attribute("#phase-opening", "data-status") == "completed"
+    assert page.text_content("#phase-opening [data-role=status]") == "completed"
+    shot = tmp_path / "plan-page.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000
+    if os.environ.get("PLAN_PAGE_SCREENSHOT"):
+        shutil.copyfile(shot, ROOT / os.environ["PLAN_PAGE_SCREENSHOT"])
+
+    # the plan ends: every card completed, the synthesis shown with its phase citations linked
+    page.wait_for_function("() => document.getElementById('plan-status').dataset.status === 'completed'",
+                           timeout=WAIT_MS)
+    page.wait_for_selector("#synthesis[data-ready=true]", timeout=WAIT_MS)
+    page.wait_for_function("() => Array.from(document.querySelectorAll('.phase')).every(c => c.dataset.status === "
+                           "'completed')", timeout=WAIT_MS)
+    page.wait_for_selector("#live", state="hidden")  # the stream was closed at plan_finished
+    auth = {"Authorization": f"Bearer {acme}"}
+    result = httpx.get(f"{url}/v1/plans/{plan_id}/result", headers=auth).json()["text"]
+    assert page.text_content("#synthesis .text") == result
+    opening = httpx.get(f"{url}/v1/plans/{plan_id}/phases/opening/content", headers=auth).json()["text"]
+    assert page.text_content("#phase-opening .text") == opening  # streamed, then the stored text
+    links = page.eval_on_selector_all("#synthesis a.cite-phase", "as => as.map(a => a.getAttribute('href'))")
+    assert links and all(h.startswith("#phase-") for h in links), links
+    page.click("#synthesis a.cite-phase >> nth=0")
+    assert page.evaluate("document.querySelector(':target').id") == links[0][1:]
+    assert "7 of 7 done" in page.text_content("#overview")
+
+    assert seen.errors == []
+    # the session reads but never writes, even from the page itself
+    status = page.evaluate("id => fetch(`/v1/plans/${id}/cancel`, {method: 'POST'}).then(r => r.status)", plan_id)
+    assert status == 401
+
+    # another tenant's user: the not-found page, and no event stream either
+    theirs = browser.new_context().new_page()
+    sign_in(theirs, url, "/ui/", globex)
+    response = theirs.goto(url + path)
+    assert response is not None and response.status == 404
+    assert "Plan not found" in theirs.text_content("main") and plan_id not in theirs.content()
+    assert theirs.evaluate("id => fetch(`/v1/plans/${id}/events`).then(r => r.status)", plan_id) == 404
+    assert plan_id not in theirs.text_content("main")
+    theirs.click("form.logout button")
+    theirs.wait_for_url(f"{url}/ui/login")
+    assert theirs.context.cookies() == []
+    assert not any(t in server.log() for t in (acme, globex, cookie["value"]))
+
+
+EXAMPLE = ROOT / "examples" / "board-briefing.yaml"
+
+CITED = """() => Array.from(document.querySelectorAll('#synthesis .cite-doc'),
+  b => [b.dataset.doc, Number(b.dataset.chunk)])"""
+
+SHOWN = """() => {
+  const panel = document.getElementById('document');
+  const mark = panel.querySelector('mark#passage');
+  return panel.hidden ? null : [panel.dataset.doc, Number(panel.dataset.chunk), mark ? mark.textContent : null,
+                                panel.querySelector('.doc-title').textContent];
+}"""
+
+
+@pytest.mark.slow
+def test_a_briefing_citation_opens_its_passage_highlighted_in_its_document(
+        api: Any, workers: Any, settings: Any, browser: Any) -> None:  # noqa: F811
+    from orchestrator.briefing.reading import load_local_plan
+    from orchestrator.briefing.utf16 import utf16_slice
+    from orchestrator.schema import dump_plan
+
+    tokens = make_tokens(settings.database_url, ("acme-rw", "acme", ["plans:read", "plans:write"]))
+    acme = tokens["acme-rw"][1]
+    auth = {"Authorization": f"Bearer {acme}"}
+    server = api(env={"CONCLAVE_AUTH": "tokens"})
+    url = server.url
+    # the example's pack, read on this side as the CLI reads it, with emoji and CJK in every
+    # document's title line: each passage after it sits where UTF-16 indices say, not code points
+    plan = dump_plan(load_local_plan(EXAMPLE, settings).plan)
+    for document in plan["briefing"]:
+        document["text"] = document["text"].replace("\n", " 📈 東京 🤝\n", 1)
+    r = httpx.post(f"{url}/v1/plans", json=plan, headers=auth)
+    assert r.status_code == 201, r.text
+    plan_id = r.json()["plan_id"]
+    workers(settings=settings.model_copy(update={"offline_latency": 0.0}))
+    base = f"{url}/v1/plans/{plan_id}"
+    deadline = time.monotonic() + 120
+    while httpx.get(base, headers=auth).json()["status"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    result = httpx.get(f"{base}/result", headers=auth).json()
+    briefing = [c for c in result["citations"] if not c["unresolved"]]
+    assert briefing, "the synthesis cites no passage"
+    documents = {d["id"]: httpx.get(f"{base}/documents/{d['id']}", headers=auth).json()
+                 for d in httpx.get(f"{base}/documents", headers=auth).json()["documents"]}
+
+    page = browser.new_context(viewport={"width": 1440, "height": 1100}).new_page()
+    seen = PageLog(page)
+    sign_in(page, url, f"/ui/plans/{plan_id}", acme)  # a finished plan: no stream, the synthesis at once
+    page.wait_for_selector("#synthesis[data-ready=true]", timeout=WAIT_MS)
+    assert page.text_content("#synthesis .text") == result["text"]
+    cited = [tuple(c) for c in page.evaluate(CITED)]
+    assert cited == [(c["doc"], c["chunk"]) for c in briefing]  # each, where it is written
+    buttons = page.locator("#synthesis .cite-doc")
+    for i, (doc_id, chunk) in enumerate(cited):
+        if (doc_id, chunk) in cited[:i]:
+            continue
+        buttons.nth(i).click()
+        page.wait_for_function("([doc, chunk]) => { const p = document.getElementById('document'); "
+                               "return !p.hidden && p.dataset.doc === doc && p.dataset.chunk === String(chunk); }",
+                               arg=[doc_id, chunk], timeout=WAIT_MS)
+        doc = documents[doc_id]
+        span = next(s for s in doc["chunks"] if s["chunk"] == chunk)
+        passage = utf16_slice(doc["text"], span["start"], span["end"])
+        assert passage != doc["text"][span["start"]:span["end"]]  # code-point offsets would be off
+        assert page.evaluate(SHOWN) == [doc_id, chunk, passage, doc["title"]]
+        assert buttons.nth(i).get_attribute("aria-pressed") == "true"
+    assert len(set(cited)) >= 2
+    assert seen.errors == []
