@@ -66,6 +66,10 @@ def build_app(settings: Settings) -> Celery:
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,
         redis_socket_keepalive=True,
+        # `conclave health beat`: beat answers a ping while its scheduler ticks (every reconcile
+        # interval at least), and goes silent once it has not for a few intervals
+        beat_enable_remote_control=True,
+        beat_remote_control_max_tick_age=max(3 * settings.reconcile_interval, 30.0),
         beat_schedule={
             "conclave-reconcile": {"task": "conclave.reconcile", "schedule": settings.reconcile_interval},
             "conclave-prune": {"task": "conclave.prune", "schedule": 3600.0},
