@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event
+import sqlalchemy
+from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
@@ -60,10 +61,13 @@ class Database:
 
 
 def connect(url: str, *, pool_size: int = 10, echo: bool = False) -> Database:
-    """Open a database. ``pool_size`` should match the worker's concurrency."""
+    """Open a database. ``pool_size`` should match the worker's concurrency.
+
+    ``sqlalchemy.create_engine`` is looked up when called, so that tracing, which wraps it
+    (:mod:`orchestrator.tracing`), sees every engine made after it started."""
     if url.startswith("sqlite"):
         _ensure_sqlite_dir(url)
-        engine = create_engine(
+        engine = sqlalchemy.create_engine(
             url, echo=echo, poolclass=NullPool, connect_args={"timeout": 30, "check_same_thread": False}
         )
         event.listen(engine, "connect", _sqlite_pragmas)
@@ -71,7 +75,7 @@ def connect(url: str, *, pool_size: int = 10, echo: bool = False) -> Database:
     else:
         if url.startswith("postgresql://"):
             url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-        engine = create_engine(
+        engine = sqlalchemy.create_engine(
             url,
             echo=echo,
             pool_size=pool_size,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from orchestrator import tracing
 from orchestrator.celery_app import build_app
 from orchestrator.errors import InvalidConfiguration
 from orchestrator.logs import context_in_worker_logs
@@ -23,4 +24,5 @@ except InvalidConfiguration as exc:
 if (problem := settings.fleet_problem()) is not None:  # fail loudly, never wait on an in-memory broker
     raise SystemExit(f"conclave worker: {problem}")
 app = build_app(settings)
-context_in_worker_logs()
+context_in_worker_logs(settings)
+tracing.setup(settings, service="conclave-worker")

@@ -12,6 +12,7 @@ from typing import Any
 
 from celery import shared_task
 
+from orchestrator import tracing
 from orchestrator.errors import ServiceUnavailable
 from orchestrator.logs import bind
 from tasks import runtime
@@ -20,15 +21,19 @@ from tasks import runtime
 @shared_task(name="conclave.run_phase", bind=True, acks_late=True, max_retries=None)
 def run_phase(self: Any, plan_id: str, phase_id: str, phase_key: str | None = None) -> str:
     rt = runtime.current(self.app)
-    with bind(plan_id=plan_id, phase=phase_key):
+    with bind(plan_id=plan_id, phase=phase_key, worker=self.request.hostname):
         try:
             work = rt.runner.claim(phase_id, owner=rt.worker_id, plan_id=plan_id)
         except ServiceUnavailable as exc:  # nothing claimed yet: safe to redeliver later
             raise self.retry(exc=exc, countdown=min(2 ** min(self.request.retries, 5), 30)) from exc
         if work is None:
             return "noop"
-        with bind(attempt=work.attempt), rt.leases.hold(phase_id, work.attempt) as lease:
-            return rt.runner.execute(work, lease)
+        with bind(attempt=work.attempt), rt.leases.hold(phase_id, work.attempt) as lease, \
+                tracing.phase_span(plan_id=work.plan_id, phase_id=phase_id, key=work.key, attempt=work.attempt,
+                                   kind=work.phase.kind) as span:
+            outcome = rt.runner.execute(work, lease)
+            span.outcome(outcome)
+            return outcome
 
 
 @shared_task(name="conclave.advance", bind=True, acks_late=True)

@@ -54,6 +54,9 @@ The SCENARIO is the request's ``model`` (unknown names behave as "normal"):
                     the key it received (what must never reach a plan's readers)
   leaky-stream      stream: an error object inside a 200 stream, with the same leaks
                     (type ``invalid_request_error``: not retried); non-streaming: leaky-400
+  echo-headers-then-ok
+                    first request 500 whose message echoes every request header it received
+                    (``authorization: Bearer <key>`` and configured ones); then normal
 
 Hanging handlers wake up when the server stops. Run ``python -m tests.llm_server``
 to serve on a free port until interrupted (prints the URL).
@@ -262,6 +265,9 @@ class _Handler(BaseHTTPRequestHandler):
             extra["Retry-After"] = email.utils.formatdate(time.time() + 3, usegmt=True)
         elif scenario == "unavailable-then-ok" and nth == 1:
             status, kind, message = 503, "overloaded", "The server is overloaded"
+        elif scenario == "echo-headers-then-ok" and nth == 1:
+            status, kind = 500, "server"
+            message = "Internal error handling " + "; ".join(f"{k}: {v}" for k, v in sorted(headers.items()))
         elif scenario == "server-error":
             status, kind, message = 500, "server", "Internal server error"
         elif scenario == "auth":

@@ -33,6 +33,7 @@ also bound every socket read with an httpx timeout, so theirs always end.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import queue
 import threading
@@ -116,7 +117,7 @@ def guarded_call(
         type(error).__name__ if error else None,
         getattr(error, "detail", None),  # what the provider said, redacted: the log only
     )
-    completion = _bounded_complete(provider, spec, request, should_stop, deadline_at, clock, spent)
+    completion = _bounded_complete(provider, spec, request, should_stop, deadline_at, clock, spent, outcome.reason)
     for start in range(0, len(completion.text), REPLAY_CHUNK):
         if should_stop():
             raise CallCancelled(f"model {spec.name!r}: cancelled while replaying", usage=completion.usage)
@@ -142,8 +143,10 @@ def _consume_stream(
         return _Outcome("", None, exc, "error")
     events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
     stop = threading.Event()
+    # in the caller's context: its log context and its trace (the HTTP request is made there)
     producer = threading.Thread(
-        target=_produce, args=(stream, events, stop), name=f"llm-stream-{spec.name}", daemon=True
+        target=contextvars.copy_context().run, args=(_produce, stream, events, stop),
+        name=f"llm-stream-{spec.name}", daemon=True,
     )
     producer.start()
     last_event = started
@@ -228,8 +231,10 @@ def _bounded_complete(
     deadline_at: float,
     clock: Callable[[], float],
     stream_usage: Usage | None,
+    reason: str,
 ) -> Completion:
-    """``provider.complete()`` in a daemon thread, waited for until the deadline."""
+    """``provider.complete()`` in a daemon thread, waited for until the deadline; ``reason``:
+    why the stream was given up (kept on the completion, for metrics)."""
     result: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
 
     def run() -> None:
@@ -238,7 +243,8 @@ def _bounded_complete(
         except BaseException as exc:  # forwarded to the caller
             result.put((_ERROR, exc))
 
-    threading.Thread(target=run, name=f"llm-complete-{spec.name}", daemon=True).start()
+    threading.Thread(target=contextvars.copy_context().run, args=(run,), name=f"llm-complete-{spec.name}",
+                     daemon=True).start()
     while True:
         if should_stop():
             raise CallCancelled(f"model {spec.name!r}: cancelled during fallback", usage=stream_usage)
@@ -264,6 +270,7 @@ def _bounded_complete(
             usage=_add(stream_usage, completion.usage),
             fallback=True,
             finish_reason=completion.finish_reason,
+            fallback_reason=reason,
         )
 
 
