@@ -303,9 +303,12 @@ def stalled_plan_ids(db: Database, *, now: datetime, requeue_after: timedelta, l
     """
     cutoff = now - requeue_after
     with db.transaction() as s:
-        expired = select(Phase.plan_id).where(Phase.status == PhaseStatus.RUNNING, Phase.lease_expires_at < now)
+        # every reason is looked up per running plan (the (plan_id, status) index), never across
+        # all the phases ever stored: a pass costs the same however many finished plans are kept
+        expired = select(Phase.plan_id).where(Phase.plan_id == Plan.id, Phase.status == PhaseStatus.RUNNING,
+                                              Phase.lease_expires_at < now)
         lost = (select(Phase.plan_id)
-                .where(Phase.status == PhaseStatus.PENDING,
+                .where(Phase.plan_id == Plan.id, Phase.status == PhaseStatus.PENDING,
                        or_(Phase.enqueued_at.is_(None), Phase.enqueued_at < cutoff),
                        db.sql.ready_since_cutoff(cutoff)))
         alive = (select(Phase.id).where(Phase.plan_id == Plan.id, Phase.status == PhaseStatus.RUNNING,

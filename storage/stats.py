@@ -1,40 +1,40 @@
-"""Counts across all plans, for monitoring (``/metrics``). Read-only aggregates."""
+"""What is live across every tenant, for monitoring (the API's ``/metrics``). Read-only.
+
+Only live rows are counted, each through an index, so a scrape costs the same however many
+finished plans are kept: running plans through ``ix_plans_status``, their phases through
+``ix_phases_plan_status`` (plan, status). Nothing here adds up history — finished plans,
+usage — which grows without bound (the workers count phases, calls and tokens as they
+happen: ``orchestrator.metrics``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 
 from storage.db import Database
-from storage.models import Phase, Plan, UsageRow
-from storage.usage import counted
+from storage.models import Phase, Plan
+from storage.status import PhaseStatus, PlanStatus
 
 
 @dataclass(frozen=True)
-class UsageGroup:
-    source: str
-    counted: bool
-    input_tokens: int
-    output_tokens: int
-    calls: int
+class LiveCounts:
+    plans: int  # plans running now
+    cancelling: int  # … of which a cancel was requested (they end at their phases' next safe point)
+    phases: dict[str, int]  # the phases of running plans, by status
+    expired_leases: int  # running phases of running plans whose lease has expired (their worker died)
 
 
-@dataclass(frozen=True)
-class FleetStats:
-    plans_by_status: dict[str, int]
-    phases_by_status: dict[str, int]
-    usage: list[UsageGroup]
-
-
-def fleet_stats(db: Database) -> FleetStats:
+def live_counts(db: Database, *, now: datetime) -> LiveCounts:
+    running = Plan.status == PlanStatus.RUNNING
+    expired = case((Phase.lease_expires_at < now, 1), else_=0)
     with db.transaction() as s:
-        plans = {k: int(v) for k, v in s.execute(select(Plan.status, func.count()).group_by(Plan.status))}
-        phases = {k: int(v) for k, v in s.execute(select(Phase.status, func.count()).group_by(Phase.status))}
-        cost = counted().label("counted")
-        rows = s.execute(select(UsageRow.source, cost, func.coalesce(func.sum(UsageRow.input_tokens), 0),
-                                func.coalesce(func.sum(UsageRow.output_tokens), 0), func.count())
-                         .join(Phase, Phase.id == UsageRow.phase_id)
-                         .group_by(UsageRow.source, cost))
-        usage = [UsageGroup(src, bool(cost_), int(tin), int(tout), int(n)) for src, cost_, tin, tout, n in rows]
-    return FleetStats(plans, phases, usage)
+        plans, cancelling = s.execute(
+            select(func.count(), func.coalesce(func.sum(case((Plan.cancel_requested, 1), else_=0)), 0))
+            .where(running)).one()
+        rows = s.execute(select(Phase.status, func.count(), func.coalesce(func.sum(expired), 0))
+                         .join(Plan, Plan.id == Phase.plan_id).where(running).group_by(Phase.status)).all()
+    return LiveCounts(int(plans), int(cancelling), {status: int(n) for status, n, _ in rows},
+                      sum(int(e) for status, _, e in rows if status == PhaseStatus.RUNNING))

@@ -23,6 +23,7 @@ import threading
 import time
 
 from orchestrator.coordinator import Coordinator
+from orchestrator.metrics import recorder
 from storage import Database, locks
 
 log = logging.getLogger(__name__)
@@ -48,11 +49,13 @@ class Housekeeper:
         one. True when this process swept."""
         with locks.exclusive(self.db, LOCK, stalled_after=self.stalled_after) as mine:
             if not mine:
+                recorder().swept("skipped")
                 return False
             nudged = self.coordinator.reconcile()
             if self._last_prune is None or time.monotonic() - self._last_prune >= self.prune_every:
                 self._last_prune = time.monotonic()
                 self.coordinator.prune()
+            recorder().swept("swept")
             log.debug("swept: %d plan(s) nudged", len(nudged), extra={"action": "reconcile.swept"})
             return True
 
@@ -68,6 +71,7 @@ class Housekeeper:
             try:
                 self.sweep()
             except Exception as exc:  # an outage skips a sweep; the next tick tries again
+                recorder().swept("failed")
                 log.warning("reconcile sweep failed: %s", exc, extra={"action": "reconcile.failed"})
             if self._stop.wait(self.interval):
                 return

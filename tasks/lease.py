@@ -21,6 +21,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+from orchestrator.metrics import recorder
+
 log = logging.getLogger(__name__)
 
 
@@ -89,6 +91,7 @@ class LeaseKeeper:
         for lease in held:
             if not alive.get(lease.phase_id, True):
                 lease.stop()
+                recorder().lease_lost()
 
     def _run(self) -> None:
         while not self._closed.wait(self._interval):

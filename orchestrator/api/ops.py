@@ -1,6 +1,7 @@
 """Operational routes: ``/healthz`` (the process is up), ``/readyz`` (the database
-and the broker answer), ``/metrics`` (Prometheus text, computed from the database on
-every scrape, so any API replica reports the same numbers).
+and the broker answer), ``/metrics`` (Prometheus text: the gauges of live plans and phases
+of :mod:`orchestrator.metrics.fleet`, read from the database on every scrape through indexes
+that skip history, so any API replica reports the same numbers at the same cost).
 
 The probes need no token; ``/metrics`` needs the ``admin`` scope when authentication
 is on (it counts every tenant's plans). None reveals more than counts and
@@ -14,22 +15,19 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, generate_latest
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.api.auth import require
 from orchestrator.api.errors import error_body
 from orchestrator.api.schemas import errors
 from orchestrator.errors import storage_boundary
+from orchestrator.metrics import FleetCollector
 from storage import Database
 from storage import plans as plans_repo
 from storage.identity import ADMIN
-from storage.stats import FleetStats, fleet_stats
-from storage.status import PhaseStatus, PlanStatus
 
 log = logging.getLogger("orchestrator.api")
-
-PLAN_STATUSES = tuple(PlanStatus)
-PHASE_STATUSES = tuple(PhaseStatus)
 
 router = APIRouter()
 
@@ -68,48 +66,16 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ready", "checks": checks})
 
 
-def collect(db: Database) -> FleetStats:
-    with storage_boundary():
-        return fleet_stats(db)
-
-
-def exposition(stats: FleetStats) -> str:
-    lines: list[str] = []
-
-    def family(name: str, kind: str, help_: str, samples: list[tuple[dict[str, str], int]]) -> None:
-        lines.extend([f"# HELP {name} {help_}", f"# TYPE {name} {kind}"])
-        for labels, value in samples:
-            rendered = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
-            lines.append(f"{name}{{{rendered}}} {value}" if rendered else f"{name} {value}")
-
-    plans, phases = stats.plans_by_status, stats.phases_by_status
-    family("conclave_plans", "gauge", "Plans by status.",
-           [({"status": s}, int(plans.get(s, 0))) for s in sorted({*PLAN_STATUSES, *plans})])
-    family("conclave_phases", "gauge", "Phases by status.",
-           [({"status": s}, int(phases.get(s, 0))) for s in sorted({*PHASE_STATUSES, *phases})])
-    tokens = {(src, d, c): 0 for src in ("provider", "estimated") for d in ("input", "output")
-              for c in ("true", "false")}
-    calls = 0
-    for g in stats.usage:
-        src, c = ("provider" if g.source == "provider" else "estimated"), ("true" if g.counted else "false")
-        calls += g.calls
-        tokens[(src, "input", c)] += g.input_tokens
-        tokens[(src, "output", c)] += g.output_tokens
-    family("conclave_usage_tokens", "gauge",
-           "Tokens on record by who counted them (provider report or estimate), direction, and whether "
-           "they are the cost of a completed attempt (counted) or of one running, dead or fenced out.",
-           [({"source": s, "direction": d, "counted": c}, v) for (s, d, c), v in sorted(tokens.items())])
-    family("conclave_model_calls", "gauge", "Model calls on record.", [({}, calls)])
-    return "\n".join(lines) + "\n"
-
-
-def _label(value: str) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+def scrape(db: Database) -> bytes:
+    """One scrape of ``/metrics``: the live gauges, in Prometheus text."""
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(FleetCollector(db))
+    return generate_latest(registry)
 
 
 @router.get("/metrics", dependencies=[Depends(require(ADMIN))], response_class=PlainTextResponse,
             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **errors(401, 403, 503)})
 async def metrics(request: Request) -> PlainTextResponse:
     """Prometheus text; needs the admin scope when authentication is on."""
-    stats = await run_in_threadpool(collect, request.app.state.client.db)
-    return PlainTextResponse(exposition(stats), media_type="text/plain; version=0.0.4; charset=utf-8")
+    body = await run_in_threadpool(scrape, request.app.state.client.db)
+    return PlainTextResponse(body, media_type=CONTENT_TYPE_PLAIN_0_0_4)

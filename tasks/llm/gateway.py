@@ -14,7 +14,9 @@ runs before EVERY model call attempt (summaries and retries included) and may
 refuse it by raising ``BudgetExhausted`` or ``CallCancelled``; ``after_call``
 runs after every attempt that was made, with whatever usage is known (a
 provider's figure, an estimate labelled as such, or None) and the error if it
-failed. A call refused by ``before_call`` is not followed by ``after_call``.
+failed; ``after_attempt`` then gets the attempt as measured (:class:`Attempt`:
+its duration, when its first text was shown, how it ended, whether it is
+retried). A call refused by ``before_call`` is followed by neither.
 
 One attempt is one guarded call: the stream and, when the guard falls back to
 it, the non-streaming ``complete()``; ``spec.deadline`` bounds each attempt.
@@ -26,6 +28,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from tasks.llm.budget import fit_request
 from tasks.llm.errors import CallCancelled, LLMError, ProviderMisconfigured, RetryableError
@@ -34,7 +37,19 @@ from tasks.llm.types import ChatRequest, Completion, ModelSpec, Provider, Usage
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CallHook", "Gateway", "default_providers"]
+__all__ = ["Attempt", "CallHook", "Gateway", "default_providers"]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One model call attempt as the gateway saw it, for hooks that measure (metrics)."""
+
+    seconds: float  # from the request to the attempt's end (its fallback included)
+    first_text: float | None  # seconds to the first text shown (a fallback's: its replay); None: none shown
+    completion: Completion | None  # what it returned, or None when it failed
+    error: LLMError | None
+    usage: Usage | None  # the figure ``after_call`` got
+    retry_in: float | None  # the gateway retries after this many seconds; None: it does not
 
 
 class CallHook:
@@ -48,9 +63,30 @@ class CallHook:
     ) -> None:
         """After every attempt that was made, successful or not, with whatever usage is known."""
 
+    def after_attempt(self, spec: ModelSpec, request: ChatRequest, attempt: Attempt) -> None:
+        """After ``after_call``, with the attempt as measured."""
+
 
 def _discard(text: str) -> None:
     """on_text for summariser calls: their text is not for watchers."""
+
+
+class _Timed:
+    """One attempt's ``on_text``: passes text on and remembers when the first reached the caller."""
+
+    def __init__(self, on_text: Callable[[str], None]) -> None:
+        self._on_text = on_text
+        self._started = time.monotonic()
+        self._first: float | None = None
+
+    def __call__(self, text: str) -> None:
+        if self._first is None:
+            self._first = time.monotonic() - self._started
+        self._on_text(text)
+
+    def attempt(self, completion: Completion | None, error: LLMError | None, usage: Usage | None,
+                retry_in: float | None) -> Attempt:
+        return Attempt(time.monotonic() - self._started, self._first, completion, error, usage, retry_in)
 
 
 class Gateway:
@@ -107,14 +143,15 @@ class Gateway:
                 raise CallCancelled(f"model {spec.name!r}: cancelled before the call")
             for hook in self._hooks:
                 hook.before_call(spec, request)
+            timed = _Timed(on_text)
             try:
-                completion = guarded_call(provider, spec, request, on_text=on_text, should_stop=should_stop)
+                completion = guarded_call(provider, spec, request, on_text=timed, should_stop=should_stop)
             except LLMError as exc:
                 if exc.detail:  # what the provider said, redacted: the worker's log only, never stored
                     logger.warning("action=llm_upstream_error model=%s purpose=%s code=%s reason=%s upstream=%s",
                                    spec.name, request.purpose, exc.code, exc.message, exc.detail)
-                self._after(spec, request, exc.usage, exc)
                 delay = self._retry_delay(spec, exc, retries)
+                self._after(spec, request, timed.attempt(None, exc, exc.usage, delay))
                 if delay is None:
                     raise
                 retries += 1
@@ -129,16 +166,17 @@ class Gateway:
                 self._wait(delay, should_stop, spec)
                 continue
             except Exception as exc:
-                self._after(spec, request, None, LLMError(f"{type(exc).__name__} during the call"))
+                error = LLMError(f"{type(exc).__name__} during the call")
+                self._after(spec, request, timed.attempt(None, error, None, None))
                 raise
-            self._after(spec, request, completion.usage, None)
+            self._after(spec, request, timed.attempt(completion, None, completion.usage, None))
             return completion
 
-    def _after(
-        self, spec: ModelSpec, request: ChatRequest, usage: Usage | None, error: LLMError | None
-    ) -> None:
+    def _after(self, spec: ModelSpec, request: ChatRequest, attempt: Attempt) -> None:
         for hook in self._hooks:
-            hook.after_call(spec, request, usage, error)
+            hook.after_call(spec, request, attempt.usage, attempt.error)
+        for hook in self._hooks:
+            hook.after_attempt(spec, request, attempt)
 
     def _retry_delay(self, spec: ModelSpec, exc: LLMError, retries: int) -> float | None:
         """Seconds to wait before the next attempt, or None when it must not be retried."""

@@ -112,6 +112,7 @@ class Completion:
     truncated: bool = False  # the stream broke after partial output; text is what was shown
     fallback: bool = False  # produced by the non-streaming fallback and replayed as chunks
     finish_reason: str | None = None
+    fallback_reason: str | None = None  # why the stream was given up: first_chunk_timeout | error | end (empty)
 
 
 class Provider(Protocol):

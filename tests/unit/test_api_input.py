@@ -1,4 +1,5 @@
-"""The HTTP API's input checks, error shapes and metrics text — no services needed."""
+"""The HTTP API's input checks and error shapes — no services needed (its metrics:
+``tests/unit/test_metrics.py``)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,10 @@ import pytest
 
 from orchestrator.api import create_app
 from orchestrator.api import inputs as inp
-from orchestrator.api.ops import exposition
 from orchestrator.canvas import Advance, Canvas, Chain, Run, to_signature
 from orchestrator.celery_app import build_app
 from orchestrator.errors import BodyTooLarge, InvalidRequest, MalformedBody
 from orchestrator.settings import Settings
-from storage.stats import FleetStats, UsageGroup
 
 
 def test_plain_keeps_json_values_and_order() -> None:
@@ -70,16 +69,6 @@ def test_event_id_accepts() -> None:
     assert inp.event_id(None, "after") is None
     assert inp.event_id(" 42 ", "after") == 42
     assert inp.event_id("9223372036854775807", "after") == 2**63 - 1
-
-
-def test_exposition_is_prometheus_text() -> None:
-    text = exposition(FleetStats({"running": 2, "completed": 1}, {"pending": 3},
-                                 [UsageGroup("provider", True, 10, 5, 2), UsageGroup("estimated", False, 7, 0, 1)]))
-    assert "# TYPE conclave_plans gauge" in text
-    assert 'conclave_plans{status="running"} 2' in text and 'conclave_plans{status="failed"} 0' in text
-    assert 'conclave_usage_tokens{source="provider",direction="output",counted="true"} 5' in text
-    assert 'conclave_usage_tokens{source="estimated",direction="input",counted="false"} 7' in text
-    assert "conclave_model_calls 3" in text and text.endswith("\n")
 
 
 def test_run_phase_has_a_readable_shadow_name() -> None:
