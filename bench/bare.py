@@ -11,6 +11,14 @@ task stores the time it ran under a Redis key:
   speeches passed along as Celery results instead of read from Postgres), publishes every
   chunk to Redis as it streams, and stores the text with one INSERT. Against it, the ratio
   is what durability costs (the claim, the lease, the usage row, the fenced completion).
+
+And the peer of a team plan calling a real OpenAI-compatible server (``bench/cpu.py``):
+:func:`team_canvas` is ``chord(experts x stream_call, stream_call(synthesis))``; each
+:func:`stream_call` makes the streamed ``/chat/completions`` call Conclave's OpenAI provider
+makes (same body: messages, ``max_tokens``, ``stream_options.include_usage``) through ONE
+``httpx.Client`` shared by every thread of the process (keep-alive, a pool above 32), publishes
+every chunk to Redis as it arrives (one PUBLISH each, the shape of Conclave's chunk messages,
+on the plan's channel; or nothing, with ``publish=False``) and stores the text with one INSERT.
 """
 
 from __future__ import annotations
@@ -80,6 +88,74 @@ def speak(prior: Any, call: dict[str, Any]) -> dict[str, list[str]]:
     text = "".join(out)
     pg.execute("INSERT INTO bare_results (key, text) VALUES (%s, %s)", (call["key"], text))
     return {**texts, call["key"]: [call["title"], text]}
+
+
+_http: dict[int, Any] = {}  # pid -> the process's one httpx client
+_http_lock = threading.Lock()
+
+
+def _http_client() -> Any:
+    import httpx
+
+    with _http_lock:
+        client = _http.get(os.getpid())
+        if client is None:
+            limits = httpx.Limits(max_connections=64, max_keepalive_connections=64, keepalive_expiry=30.0)
+            client = _http[os.getpid()] = httpx.Client(http1=True, trust_env=False, limits=limits,
+                                                       timeout=httpx.Timeout(31.0, connect=10.0))
+        return client
+
+
+def _publish_chunk(r: Any, channel: str, message: dict[str, Any]) -> None:
+    r.publish(channel, json.dumps(message))
+
+
+@app.task(name="bare.stream_call")
+def stream_call(prior: list[str] | None, call: dict[str, Any]) -> str:
+    """One streamed model call without durability. ``prior``: the texts a synthesis reads (a
+    chord's results); ``call``: ``key``, ``plan``, ``expert``, ``system``, ``prompt``, ``url``,
+    ``publish`` (whether each chunk is published)."""
+    prompt = call["prompt"]
+    for i, text in enumerate(prior or []):
+        prompt += f"\n\n## Input {i + 1}\n{text}"
+    body = {"model": "bench", "max_tokens": 1024, "stream": True, "stream_options": {"include_usage": True},
+            "messages": [{"role": "system", "content": call["system"]}, {"role": "user", "content": prompt}]}
+    r, pg = _clients()
+    channel, out, seq = f"conclave:plan:{call['plan']}", [], 0
+    with _http_client().stream("POST", call["url"], json=body, headers={"Accept": "text/event-stream"}) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            for choice in json.loads(line[6:]).get("choices") or ():
+                piece = (choice.get("delta") or {}).get("content")
+                if piece:
+                    out.append(piece)
+                    if call["publish"]:
+                        _publish_chunk(r, channel, {"type": "chunk", "phase": call["key"], "expert": call["expert"],
+                                                    "seq": seq, "text": piece})
+                    seq += 1
+    text = "".join(out)
+    pg.execute("INSERT INTO bare_results (key, text) VALUES (%s, %s)", (f"{call['plan']}/{call['key']}", text))
+    return text
+
+
+def team_canvas(sender: Any, plan: str, experts: list[tuple[str, str]], question: str, url: str, *,
+                publish: bool = True) -> Any:
+    """A team plan of ``experts`` side by side, then a synthesis of their texts (by the first);
+    ``publish=False``: the peer that publishes nothing."""
+
+    def call(key: str, name: str, role: str, prompt: str) -> dict[str, Any]:
+        return {"key": key, "plan": plan, "expert": name, "url": url, "publish": publish,
+                "system": f"You are {name}, {role}. Answer as that expert, concretely.",
+                "prompt": f"Question: {question}\n\nTask: {prompt}"}
+
+    turns = [sender.signature("bare.stream_call", args=(None, call(f"e{i}", n, r, f"Analyse it as the {r}.")),
+                              immutable=True, queue=QUEUE) for i, (n, r) in enumerate(experts)]
+    lead, role = experts[0]
+    synthesis = sender.signature("bare.stream_call", args=(call("synthesis", lead, role, "Synthesise the inputs."),),
+                                 queue=QUEUE)
+    return chord(turns, synthesis)
 
 
 def working_canvas(sender: Any, calls: list[dict[str, Any]], experts: int, key: str) -> Any:

@@ -16,9 +16,9 @@ the bus is never forwarded as it is: it triggers the database read that sends it
 with its ``id:`` (an event the stream already sent is skipped), so every stored
 event reaches the client exactly once, in id order.
 
-Blocking calls run in the thread pool one short step at a time (a non-blocking
-drain of the subscription, one query), so an idle stream holds no thread; the
-number of open streams is bounded.
+A stream waits on its live feed (:mod:`orchestrator.api.feed`): a chunk is sent as
+soon as the bus delivers it, and an idle stream holds no thread (database reads run
+in the thread pool, one query at a time). The number of open streams is bounded.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 import anyio
 from starlette.concurrency import run_in_threadpool
 
-from orchestrator.bus import Bus, Subscription
+from orchestrator.api.feed import Feed, FeedSubscription
 from orchestrator.coordinator import Coordinator
 from orchestrator.errors import PlanNotFound, ServiceUnavailable, TooManyStreams
 from storage.records import EventRecord
@@ -41,7 +41,6 @@ from storage.records import EventRecord
 log = logging.getLogger("orchestrator.api")
 
 PAGE = 500
-MAX_DRAIN = 1000
 
 
 def stored_event(e: EventRecord) -> str:
@@ -63,16 +62,6 @@ def _already_sent(msg: dict[str, Any], last: int) -> bool:
     return isinstance(event_id, int) and event_id <= last
 
 
-def _drain(sub: Subscription) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    while len(out) < MAX_DRAIN:
-        msg = sub.get(0)
-        if msg is None:
-            break
-        out.append(msg)
-    return out
-
-
 class Slot:
     """One open stream's share of the limit; released once, however many times asked."""
 
@@ -86,13 +75,12 @@ class Slot:
 
 
 class EventStreams:
-    def __init__(self, coordinator: Coordinator, bus: Bus, *, max_streams: int = 256, poll: float = 0.5,
-                 tick: float = 0.1, keepalive: float = 10.0) -> None:
+    def __init__(self, coordinator: Coordinator, feed: Feed, *, max_streams: int = 256, poll: float = 0.5,
+                 keepalive: float = 10.0) -> None:
         self.coordinator = coordinator
-        self.bus = bus
+        self.feed = feed
         self.max_streams = max_streams
         self.poll = poll
-        self.tick = tick
         self.keepalive = keepalive
         self.open = 0  # touched only on the event loop
 
@@ -112,9 +100,9 @@ class EventStreams:
         return final, self.coordinator.list_events(plan_id, after=after, limit=PAGE)
 
     async def stream(self, plan_id: str, after: int, slot: Slot) -> AsyncIterator[str]:
-        sub: Subscription | None = None
+        sub: FeedSubscription | None = None
         try:
-            sub = await run_in_threadpool(self.bus.subscribe, plan_id)  # before the first read: no gap
+            sub = await self.feed.subscribe(plan_id)  # before the first read: no gap
             yield "retry: 2000\n\n"
             last, pending = after, deque[dict[str, Any]]()
             next_poll, last_write = 0.0, time.monotonic()
@@ -138,8 +126,9 @@ class EventStreams:
                     if len(events) == PAGE:
                         continue
                     next_poll = max(next_poll, time.monotonic() + self.poll)
-                if not pending:
-                    pending.extend(await run_in_threadpool(_drain, sub))
+                if not pending:  # wait for the feed until the next read or keep-alive is due
+                    now = time.monotonic()
+                    pending.extend(await sub.get(min(next_poll - now, self.keepalive - (now - last_write))))
                 wrote = False
                 while pending:
                     msg = pending.popleft()
@@ -151,13 +140,11 @@ class EventStreams:
                         break
                 if wrote:
                     last_write = time.monotonic()
-                elif next_poll > 0.0:
-                    if time.monotonic() - last_write >= self.keepalive:
-                        yield ": keep-alive\n\n"
-                        last_write = time.monotonic()
-                    await anyio.sleep(self.tick)
+                elif time.monotonic() - last_write >= self.keepalive:
+                    yield ": keep-alive\n\n"
+                    last_write = time.monotonic()
         finally:
             slot.release()
             if sub is not None:
                 with anyio.CancelScope(shield=True):
-                    await run_in_threadpool(sub.close)
+                    await sub.close()
