@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTHON ?= python3
 
-.PHONY: install demo test test-fast lint mutants services chaos bench clean
+.PHONY: install demo test test-fast lint mutants services browser chaos bench clean
 
 install: $(VENV)/.installed
 
@@ -18,7 +18,7 @@ demo: install
 	$(BIN)/conclave run examples/board.yaml
 
 ## Lint, type-check and run every test tier against real Postgres and Redis (started if down).
-test: install services lint
+test: install services browser lint
 	$(BIN)/pytest -q
 
 test-fast: install
@@ -36,15 +36,24 @@ mutants: install services
 services:
 	@bash scripts/services.sh
 
+## Debian's chromium, for the plan page's browser tests (installed with apt if missing).
+browser:
+	@bash scripts/browser.sh
+
 chaos: install services
 	$(BIN)/python bench/chaos.py
 
-## The hot path against issue 9's goals (SQL per phase, overhead vs a bare canvas), then the pool comparison.
+## The hot path against issue 9's goals (SQL per phase, overhead vs a bare canvas), then the pool comparison,
+## CPU per model call and makespan vs a bare Celery peer (goal 1), chunk latency to an SSE client (goal 5),
+## /metrics, a reconciler pass and the listing with 100 vs 100,000 finished plans (goal 4).
 ## BENCH_REDIS: a Redis database the benchmarks may flush.
 BENCH_REDIS ?= redis://127.0.0.1:6379/13
 bench: install services
 	$(BIN)/python bench/hotpath.py --redis $(BENCH_REDIS)
 	$(BIN)/python bench/throughput.py --redis $(BENCH_REDIS)
+	$(BIN)/python bench/cpu.py --redis $(BENCH_REDIS)
+	$(BIN)/python bench/stream_latency.py --redis $(BENCH_REDIS)
+	$(BIN)/python bench/history.py
 
 clean:
 	rm -rf $(VENV) .conclave .pytest_cache .mypy_cache .ruff_cache

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -23,6 +23,8 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
+from orchestrator import tracing
+from orchestrator.briefing.views import CitationView
 from orchestrator.celery_app import build_app
 from orchestrator.errors import (
     ConclaveError,
@@ -33,7 +35,7 @@ from orchestrator.errors import (
     PlanNotFound,
     Unauthorized,
 )
-from orchestrator.logs import configure, context_in_worker_logs
+from orchestrator.logs import configure, context_in_worker_logs, quiet_beat
 from orchestrator.settings import Settings, settings_errors
 from orchestrator.version import __version__
 from orchestrator.views import PlanView
@@ -92,7 +94,7 @@ def _remote(fn: F) -> F:
                         help="Talk to the HTTP API at URL instead of the database.")(fn)
 
 
-def summary(view: PlanView, synthesis: str | None) -> dict[str, Any]:
+def summary(view: PlanView, synthesis: str | None, citations: Sequence[CitationView] = ()) -> dict[str, Any]:
     return {
         "plan_id": view.id, "task_id": view.task_id, "title": view.title, "kind": view.kind,
         "status": view.status, "error_code": view.error_code, "error": view.error,
@@ -101,6 +103,7 @@ def summary(view: PlanView, synthesis: str | None) -> dict[str, Any]:
                     "truncated": p.truncated, "error_code": p.error_code, "usage": p.usage.__dict__}
                    for p in view.phases],
         "synthesis": synthesis,
+        "citations": [c.to_dict() for c in citations],  # the synthesis's briefing citations, resolved
     }
 
 
@@ -124,7 +127,8 @@ def run(plan: str, as_json: bool, timeout: float | None) -> None:
 
     With no CONCLAVE_BROKER_URL it runs embedded: a SQLite file and an in-process worker."""
     settings = _settings()
-    configure("ERROR" if settings.embedded else "WARNING", stream=sys.stderr)
+    configure(settings, "ERROR" if settings.embedded else "WARNING")
+    tracing.setup(settings, service="conclave")  # the embedded worker's phases, when CONCLAVE_OTEL is on
     local = _read_local(plan, settings)  # validate (and read briefing paths) before starting anything
     with _client(settings) as client:
         plan_id = client.submit(local.plan)
@@ -137,7 +141,7 @@ def run(plan: str, as_json: bool, timeout: float | None) -> None:
             view = MeetingView(Console(), client, plan_id).follow()
         text = client.coordinator.result_text(plan_id)
         if as_json:
-            click.echo(json.dumps(summary(view, text), indent=2))
+            click.echo(json.dumps(summary(view, text, client.citations(plan_id)), indent=2))
         sys.exit(_exit_for(view))
 
 
@@ -177,7 +181,7 @@ def _cancel_on_interrupt(client: Any, plan_id: str) -> None:
 def submit(plan: str, as_json: bool, url: str | None, token: str | None) -> None:
     """Submit PLAN to the cluster and print its id (idempotent per task_id)."""
     settings = _settings()
-    configure("WARNING", stream=sys.stderr)
+    configure(settings, "WARNING")
     local = _read_local(plan, settings)  # briefing paths are read here, also for --url
     with _client(settings, url=url, token=token) as client:
         result = client.submit_result(local.plan) if url else client.coordinator.submit(local.plan)
@@ -219,7 +223,7 @@ def status(plan_id: str, as_json: bool, url: str | None, token: str | None) -> N
 def watch(plan_id: str, url: str | None, token: str | None) -> None:
     """Follow a running plan live until it ends."""
     settings = _settings()
-    configure("ERROR", stream=sys.stderr)
+    configure(settings, "ERROR")
     with _client(settings, worker=False, url=url, token=token) as client:
         from orchestrator.console import MeetingView
 
@@ -249,7 +253,7 @@ def resume(ref: str, retry_failed: bool, follow: bool | None, as_json: bool, url
     """Resume a plan by its id or external task id: re-enqueue exactly its pending phases."""
     settings = _settings()
     embedded = settings.embedded and not url
-    configure("ERROR" if embedded else "WARNING", stream=sys.stderr)
+    configure(settings, "ERROR" if embedded else "WARNING")
     with _client(settings, url=url, token=token) as client:
         res = client.resume(ref, retry_failed=retry_failed)
         if as_json:
@@ -288,7 +292,8 @@ def worker(ctx: click.Context, beat: bool) -> None:
     if (problem := settings.fleet_problem()) is not None:
         raise click.ClickException(problem)
     app = build_app(settings)  # Celery imports the task modules named in its include
-    context_in_worker_logs()
+    context_in_worker_logs(settings)
+    tracing.setup(settings, service="conclave-worker")
 
     argv = ["worker", "--pool", settings.pool, "--concurrency", str(settings.concurrency), "-Q", "conclave",
             "-E", "--loglevel", settings.log_level, *(["-B", *_schedule(settings)] if beat else []), *ctx.args]
@@ -301,7 +306,10 @@ def beat() -> None:
     settings = _settings()
     if (problem := settings.fleet_problem()) is not None:
         raise click.ClickException(problem)
-    build_app(settings).start(["beat", "--loglevel", settings.log_level, *_schedule(settings)])
+    context_in_worker_logs(settings)
+    tracing.setup(settings, service="conclave-beat")
+    build_app(settings).start([*quiet_beat(settings), "beat", "--loglevel", settings.log_level,
+                               *_schedule(settings)])
 
 
 def _schedule(settings: Settings) -> list[str]:
@@ -315,7 +323,8 @@ def _schedule(settings: Settings) -> list[str]:
 
 
 @cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
+@click.option("--host", envvar="CONCLAVE_API_HOST", default="127.0.0.1", show_default=True, show_envvar=True,
+              help="Interface to bind.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
 @_errors
 def api(host: str, port: int) -> None:
@@ -328,9 +337,64 @@ def api(host: str, port: int) -> None:
 
     settings = _settings()
     ModelResolver.from_settings(settings)  # a bad model registry refuses to start, naming the field
-    configure(settings.log_level, stream=sys.stderr)
+    configure(settings)
+    tracing.setup(settings, service="conclave-api")
     uvicorn.run(create_app(settings), host=host, port=port, log_config=None, timeout_graceful_shutdown=5,
                 server_header=False, http=JsonErrorsProtocol)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.option("--address", envvar="CONCLAVE_FLOWER_ADDRESS", default="127.0.0.1", show_default=True,
+              show_envvar=True, help="Interface to bind.")
+@click.option("--port", envvar="CONCLAVE_FLOWER_PORT", default=5555, show_default=True, show_envvar=True,
+              type=click.IntRange(0, 65535), help="Port to bind.")
+@click.pass_context
+@_errors
+def flower(ctx: click.Context, address: str, port: int) -> None:
+    """Run Flower on the cluster's broker, behind basic auth (extra args go to flower).
+
+    The credentials are CONCLAVE_FLOWER_USER and CONCLAVE_FLOWER_PASSWORD, handed to Flower
+    in its environment, never on a command line; without them it refuses to start unless
+    CONCLAVE_FLOWER_AUTH=off."""
+    import os
+
+    from orchestrator.flower import BASIC_AUTH, basic_auth
+
+    settings = _settings()
+    credentials = basic_auth(settings)
+    os.environ.pop(BASIC_AUTH, None)  # the settings are the one source of Flower's credentials
+    if credentials is not None:
+        os.environ[BASIC_AUTH] = credentials  # Flower reads it from here: never on a command line
+    build_app(settings).start(["flower", f"--address={address}", f"--port={port}", *ctx.args])
+
+
+@cli.command()
+@click.argument("role", type=click.Choice(["worker", "beat"]))
+@click.option("-n", "--hostname", default=None, metavar="NODE",
+              help="The node name the process runs as (its -n; %h expands). Default: celery@<this host> for "
+                   "a worker, celerybeat@<this host> for beat.")
+@click.option("--timeout", type=click.FloatRange(0.1, 60), default=3.0, show_default=True,
+              help="Seconds to wait for the answer.")
+def health(role: str, hostname: str | None, timeout: float) -> None:
+    """Exit 0 if the worker or beat of this host answers a ping over the broker, 1 if not
+    (a container's health check: a dead, stopped or wedged process does not answer)."""
+    from kombu.exceptions import OperationalError
+
+    from orchestrator.health import answers, node_name
+
+    settings = _settings()
+    if settings.broker_url is None:
+        raise click.ClickException("CONCLAVE_BROKER_URL is not set: a health check asks over the cluster's broker")
+    node = node_name("beat" if role == "beat" else "worker", hostname)
+    try:
+        alive = answers(build_app(settings), node, timeout)
+    except (OperationalError, OSError) as exc:
+        err.print(escape(f"unhealthy: the broker cannot be reached ({type(exc).__name__})"), highlight=False)
+        sys.exit(1)
+    if not alive:
+        err.print(escape(f"unhealthy: {node} did not answer within {timeout:g}s"), highlight=False)
+        sys.exit(1)
+    click.echo(f"{node}: alive")
 
 
 @cli.group()

@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.briefing.reading import load_local_plan
+from orchestrator.briefing.views import CitationView, DocumentSummary, DocumentView
 from orchestrator.bus import Bus, Subscription, open_bus
 from orchestrator.celery_app import Shared, build_app, share
 from orchestrator.coordinator import CancelResult, Coordinator, ResumeResult
@@ -118,6 +119,21 @@ class Conclave:
 
     def phase_text(self, plan_id: str, key: str) -> str | None:
         return self.coordinator.phase_text(self.coordinator.get_plan(plan_id).id, key)
+
+    def citations(self, plan_id: str, key: str | None = None) -> list[CitationView]:
+        """The briefing citations of the plan's result (or of phase ``key``), each resolved
+        to its passage or flagged ``unresolved``, in text order; [] while there is no text."""
+        plan = self.coordinator.get_plan(plan_id)
+        text = self.coordinator.result_text(plan.id) if key is None else self.coordinator.phase_text(plan.id, key)
+        return self.coordinator.citations(plan.id, text) if text else []
+
+    def documents(self, plan_id: str) -> list[DocumentSummary]:
+        """The plan's briefing documents, in briefing order."""
+        return self.coordinator.documents(plan_id)
+
+    def document(self, plan_id: str, doc_id: str) -> DocumentView:
+        """One briefing document, its text and its chunks' spans (UTF-16 offsets)."""
+        return self.coordinator.document(plan_id, doc_id)
 
     def cancel(self, plan_id: str) -> CancelResult:
         return self.coordinator.cancel(plan_id)

@@ -17,17 +17,20 @@ from typing import Any
 
 from orchestrator import dag
 from orchestrator.briefing.ingest import ingest
+from orchestrator.briefing.passages import cite
+from orchestrator.briefing.views import CitationView, DocumentSummary, DocumentView
 from orchestrator.bus import Bus, publish_events
 from orchestrator.canvas import compile_canvas, orphans
 from orchestrator.dispatch import Dispatcher
-from orchestrator.errors import PlanConflict, ServiceUnavailable, translate_storage
+from orchestrator.errors import DocumentNotFound, PlanConflict, ServiceUnavailable, translate_storage
 from orchestrator.expand import expand
 from orchestrator.logs import bind
+from orchestrator.metrics import recorder
 from orchestrator.registry import ModelResolver
 from orchestrator.schema import check_update, dump_plan, load_plan
 from orchestrator.settings import Settings
 from orchestrator.views import PlanView, plan_view
-from storage import Database, contents, events, listing, phases, plans, retention, usage
+from storage import Database, briefings, contents, events, listing, phases, plans, retention, usage
 from storage import errors as storage_errors
 from storage.identity import DEFAULT_TENANT, Principal
 from storage.models import utcnow
@@ -142,6 +145,7 @@ class Coordinator:
             except Exception as exc:
                 phases.release_enqueued(self.db, [r.phase_id for r in canvas.runs])
                 raise ServiceUnavailable(f"broker unavailable: {exc}") from exc
+            recorder().taken_over(sum(1 for p in heads if p.status == PhaseStatus.RUNNING))  # their leases expired
             keys = [r.key for r in canvas.runs]
             log.info("enqueued %s", ", ".join(keys), extra={"action": "plan.enqueued"})
             return keys
@@ -191,12 +195,15 @@ class Coordinator:
         stalled = plans.stalled_plan_ids(self.db, now=utcnow(),
                                          requeue_after=timedelta(seconds=self.settings.requeue_after))
         nudged = []
+        recorder().reconciled("stalled", len(stalled))
         for plan_id in stalled:
             try:
                 if self.advance(plan_id):
                     nudged.append(plan_id)
             except ServiceUnavailable as exc:
+                recorder().reconciled("failed")
                 log.warning("reconcile of %s failed: %s", plan_id, exc, extra={"action": "reconcile.failed"})
+        recorder().reconciled("nudged", len(nudged))
         if nudged:
             log.info("reconciled %d plan(s)", len(nudged), extra={"action": "reconcile.nudged"})
         return nudged
@@ -206,6 +213,7 @@ class Coordinator:
         """Beat: apply the retention policy to finished plans."""
         cutoff = utcnow() - timedelta(days=self.settings.retention_days)
         n = retention.prune(self.db, older_than=cutoff, max_events_per_plan=self.settings.max_events_per_plan)
+        recorder().pruned(n)
         if n:
             log.info("pruned %d event(s)", n, extra={"action": "retention.pruned"})
         return n
@@ -259,6 +267,30 @@ class Coordinator:
     @translate_storage
     def phase_text(self, plan_id: str, key: str) -> str | None:
         return contents.read_text(self.db, plan_id, key)
+
+    @translate_storage
+    def documents(self, ref: str, *, principal: Principal | None = None) -> list[DocumentSummary]:
+        """The plan's briefing documents, in briefing order (none for a plan without one)."""
+        return [DocumentSummary.of(d) for d in briefings.documents(self.db, self._resolve(ref, principal))]
+
+    @translate_storage
+    def document(self, ref: str, doc_id: str, *, principal: Principal | None = None) -> DocumentView:
+        """One briefing document with its text and its chunks' spans (what a page shows when a
+        citation is clicked); :class:`DocumentNotFound` naming ``doc_id`` when the plan has none."""
+        plan_id = self._resolve(ref, principal)
+        try:
+            doc = briefings.document(self.db, plan_id, doc_id)
+        except storage_errors.NotFound as exc:
+            raise DocumentNotFound(f"plan {plan_id} has no briefing document {doc_id!r}",
+                                   details=[{"field": "doc_id", "message": "no such document in this plan"}]) from exc
+        return DocumentView.of(doc, briefings.chunks(self.db, plan_id, doc_id))
+
+    @translate_storage
+    def citations(self, plan_id: str, text: str) -> list[CitationView]:
+        """Every ``[doc:chunk]`` citation in ``text`` (a text of plan ``plan_id``, already
+        resolved for its caller), resolved against the plan's passages, in text order; one of
+        a passage that does not exist is flagged ``unresolved``. No read when there is none."""
+        return [CitationView.of(c) for c in cite(self.db, plan_id, text)]
 
     @translate_storage
     def list_events(self, plan_id: str, after: int = 0, limit: int = 1000) -> list[EventRecord]:

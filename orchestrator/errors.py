@@ -3,7 +3,8 @@
     ConclaveError                 conclave.error          HTTP 500 / exit 1
     ├── InvalidPlan               plan.invalid            422 / exit 2   (names the field)
     ├── PlanNotFound              plan.not_found          404 / exit 2
-    │   └── PhaseNotFound         phase.not_found         404
+    │   ├── PhaseNotFound         phase.not_found         404
+    │   └── DocumentNotFound      document.not_found      404            (names ``doc_id``)
     ├── PlanConflict              plan.conflict           409 / exit 1
     │   ├── ResumeInProgress      plan.resume_in_progress 409
     │   ├── NotReady              plan.not_ready          409            (no result yet)
@@ -95,6 +96,12 @@ class SubmitRateLimited(PlanConflict):
 
 class PhaseNotFound(PlanNotFound):
     code = "phase.not_found"
+
+
+class DocumentNotFound(PlanNotFound):
+    """The plan has no briefing document with this id."""
+
+    code = "document.not_found"
 
 
 class NotReady(PlanConflict):

@@ -46,6 +46,7 @@ import httpx
 
 from orchestrator import errors
 from orchestrator.briefing.reading import load_local_plan
+from orchestrator.briefing.views import ChunkSpan, CitationView, DocumentSummary, DocumentView
 from orchestrator.coordinator import CancelResult, ResumeResult, SubmitResult
 from orchestrator.errors import (
     ConclaveError,
@@ -138,6 +139,28 @@ class RemoteConclave:
         except (PhaseNotFound, NotReady):
             return None
         return self._read(lambda: str(body["text"]))
+
+    def citations(self, plan_id: str, key: str | None = None) -> list[CitationView]:
+        """The briefing citations of the plan's result (or of phase ``key``), resolved or
+        flagged ``unresolved``, in text order; [] while there is no text (or no such phase)."""
+        path = _plan_path(plan_id, "result") if key is None else _plan_path(plan_id, "phases", key, "content")
+        try:
+            body = self._json("GET", path)
+        except (PhaseNotFound, NotReady):
+            return []
+        return self._read(lambda: [CitationView(**_known(CitationView, c)) for c in body["citations"]])
+
+    def documents(self, plan_id: str) -> list[DocumentSummary]:
+        """The plan's briefing documents, in briefing order."""
+        body = self._json("GET", _plan_path(plan_id, "documents"))
+        return self._read(lambda: [DocumentSummary(**_known(DocumentSummary, d)) for d in body["documents"]])
+
+    def document(self, plan_id: str, doc_id: str) -> DocumentView:
+        """One briefing document, its text and its chunks' spans (UTF-16 offsets);
+        :class:`~orchestrator.errors.DocumentNotFound` when the plan has none by that id."""
+        body = self._json("GET", _plan_path(plan_id, "documents", doc_id))
+        return self._read(lambda: DocumentView(**_known(
+            DocumentView, body, chunks=[ChunkSpan(**_known(ChunkSpan, c)) for c in body["chunks"]])))
 
     def cancel(self, plan_id: str) -> CancelResult:
         body = self._json("POST", _plan_path(plan_id, "cancel"))

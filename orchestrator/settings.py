@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from storage.identity import DEFAULT_TENANT, check_tenant, parse_scopes
@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     briefing_max_chunks: int = Field(2000, ge=1, description="Most chunks one plan's briefing may be split into")
     briefing_rerank: bool = Field(
         True, description="Rerank retrieved passages with an embedding model when `conclave[rerank]` is installed")
+    briefing_context_tokens: int = Field(
+        2000, ge=0, description="Most tokens of briefing passages one expert's prompt carries (at most half of "
+                                "what the model's window leaves free; 0: none)")
 
     default_provider: str = Field("offline", description="Provider for models a plan does not configure")
     first_chunk_timeout: float = Field(30.0, gt=0, description="Stream guard: wait for the first chunk (s)")
@@ -77,6 +80,15 @@ class Settings(BaseSettings):
         0.02, ge=0, le=2.0, description="Offline provider: seconds between chunks (at most 2)")
 
     log_level: str = Field("INFO", description="Log level of entry points")
+    log_format: Literal["json", "text", "auto"] = Field(
+        "auto", description="Log lines as JSON objects (`json`), as text (`text`), or JSON unless written to a "
+                            "terminal (`auto`)")
+    otel: bool = Field(False, description="Trace with OpenTelemetry when `conclave[otel]` is installed (the "
+                                          "exporter reads the standard OTEL_* variables)")
+    metrics_port: int | None = Field(
+        None, ge=0, le=65535, description="Worker: serve Prometheus metrics on this port (0: any free port, "
+                                          "logged); unset: no exporter")
+    metrics_host: str = Field("127.0.0.1", min_length=1, description="Worker: the address the exporter binds")
     auth: Literal["tokens", "off"] | None = Field(
         None, description="API authentication: `tokens` (every /v1 route and /metrics need a bearer token: "
                           "CONCLAVE_API_TOKEN or one from `conclave tokens create`) or `off`; default: tokens "
@@ -86,6 +98,14 @@ class Settings(BaseSettings):
     api_token_scopes: StrList = Field(
         default_factory=lambda: ["admin"], description="Scopes of CONCLAVE_API_TOKEN (default: admin)")
     api_token_tenant: str = Field(DEFAULT_TENANT, description="Tenant of CONCLAVE_API_TOKEN's submissions")
+    ui_session_hours: float = Field(
+        8.0, gt=0, le=720, description="How long a plan-page sign-in (/ui/login) lasts before the browser must "
+                                       "sign in again (a revoked token ends it at once)")
+    flower_user: str | None = Field(None, description="`conclave flower`: the basic-auth user")
+    flower_password: SecretStr | None = Field(None, description="`conclave flower`: the basic-auth password")
+    flower_auth: Literal["basic", "off"] = Field(
+        "basic", description="`conclave flower`: `basic` (refuses to start without CONCLAVE_FLOWER_USER and "
+                             "CONCLAVE_FLOWER_PASSWORD) or `off` (Flower open to anyone who reaches its port)")
 
     models: Path | None = Field(None, description="The operator's model registry (YAML or JSON file)")
     allow_plan_models: bool = Field(False, description="Cluster: accept plans that define their own models")
@@ -120,6 +140,16 @@ class Settings(BaseSettings):
     @classmethod
     def _tenant(cls, value: str) -> str:
         return check_tenant(value)
+
+    @field_validator("flower_user", "flower_password")
+    @classmethod
+    def _flower_credential(cls, value: Any, info: ValidationInfo) -> Any:
+        """Flower splits FLOWER_BASIC_AUTH at commas, and a basic-auth user ends at the first colon."""
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        forbidden = ",:" if info.field_name == "flower_user" else ","
+        if text is not None and (not text or any(c in text for c in forbidden)):
+            raise ValueError(f"must be non-empty and contain no {' or '.join(repr(c) for c in forbidden)}")
+        return value
 
     @field_validator("allowed_key_envs")
     @classmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from storage.db import Database
 from storage.models import Event
@@ -44,6 +44,13 @@ def list_events(db: Database, plan_id: str, *, after: int = 0, limit: int = 1000
         rows = s.scalars(select(Event).where(Event.plan_id == plan_id, Event.id > after)
                          .order_by(Event.id).limit(limit))
         return [snapshot(EventRecord, r) for r in rows]
+
+
+def last_event_id(db: Database, plan_id: str) -> int:
+    """The id of the plan's latest stored event (0: none): where a watcher that has just
+    read the plan's state starts following its events."""
+    with db.transaction() as s:
+        return int(s.scalar(select(func.max(Event.id)).where(Event.plan_id == plan_id)) or 0)
 
 
 def append_event(db: Database, plan_id: str, event: NewEvent) -> EventRecord:

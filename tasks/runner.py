@@ -22,10 +22,13 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import TypeVar
 
+from orchestrator import tracing
+from orchestrator.briefing.briefer import Briefer
 from orchestrator.bus import Bus, publish_events
 from orchestrator.debates import MalformedVerdict, debate_insertion, parse_verdict
 from orchestrator.divergence import lexical_verdict
 from orchestrator.errors import ServiceUnavailable, storage_boundary
+from orchestrator.metrics import MeasureCalls, recorder
 from orchestrator.prompts import build_request, divergence_retry
 from orchestrator.registry import ModelResolver
 from orchestrator.schema import BoardPlan, TeamPlan, parse_plan
@@ -62,6 +65,7 @@ class PhaseRunner:
         self.providers = dict(providers)
         self.models = ModelResolver.from_settings(settings)
         self.specs = SpecCache(self._load_plan)
+        self.briefer = Briefer(db, settings)  # its reranker is loaded once per process, at first use
 
     def _load_plan(self, plan_id: str) -> BoardPlan | TeamPlan:
         return parse_plan(plans.get_spec(self.db, plan_id))
@@ -89,9 +93,15 @@ class PhaseRunner:
     def execute(self, work: PhaseWork, lease: Lease) -> Outcome:
         """Run a claimed phase to its stored end. A model error or a bug fails the phase
         (never strands the plan); a database outage propagates — the lease then expires
-        and the reconciler hands the phase to another attempt."""
+        and the reconciler hands the phase to another attempt. Timed, by kind and outcome."""
+        with recorder().phase(work.phase.kind) as timed:
+            timed.outcome = outcome = self._run(work, lease)
+        return outcome
+
+    def _run(self, work: PhaseWork, lease: Lease) -> Outcome:
         gateway = Gateway(self.providers, hooks=[StopWhenCancelled(lease), TokenBudget(self, work),
-                                                 RecordUsage(self, work)])
+                                                 *tracing.call_hooks(), RecordUsage(self, work),
+                                                 MeasureCalls(recorder())])
         seq = itertools.count()
 
         def on_text(text: str) -> None:
@@ -147,10 +157,13 @@ class PhaseRunner:
 
     def prepare(self, work: PhaseWork) -> tuple[ModelSpec, ChatRequest]:
         """The model and the request for a claimed phase, built from the full text of
-        its inputs (read from the content store in the claim, never from summaries)."""
+        its inputs (read from the content store in the claim, never from summaries), with
+        the briefing's passages for this call when the plan has a briefing (one read:
+        :class:`~orchestrator.briefing.briefer.Briefer`; none without a briefing)."""
         expert = work.plan.expert(work.phase.expert or "")
-        return (self.model_spec(work.plan, expert.model),
-                build_request(work.plan, work.phase, work.inputs, work.texts))
+        spec = self.model_spec(work.plan, expert.model)
+        request = build_request(work.plan, work.phase, work.inputs, work.texts)
+        return spec, self.briefer.brief(work.plan, work.phase, work.texts, spec, request)
 
     def model_spec(self, plan: BoardPlan | TeamPlan, name: str) -> ModelSpec:
         """Resolved now, from this process's registry and settings (:mod:`orchestrator.registry`):

@@ -14,7 +14,7 @@ import os
 import socket
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from celery import Celery, signals
@@ -23,6 +23,7 @@ from orchestrator.bus import Bus, open_bus
 from orchestrator.celery_app import shared
 from orchestrator.coordinator import Coordinator
 from orchestrator.dispatch import CeleryDispatcher
+from orchestrator.metrics import exporter, processes
 from orchestrator.settings import Settings
 from storage import Database, connect
 from tasks.housekeeping import Housekeeper
@@ -42,6 +43,7 @@ class Runtime:
     worker_id: str
     owns_db: bool = True
     owns_bus: bool = True
+    pid: int = field(default_factory=os.getpid)  # the process it was built in
 
     def close(self) -> None:
         signals.worker_shutting_down.disconnect(dispatch_uid=self._shutdown_uid)
@@ -95,7 +97,11 @@ def current(app: Celery) -> Runtime:
     with _lock:
         found = getattr(app, _RUNTIME, None)
         if isinstance(found, Runtime):
-            return found
+            if found.pid == os.getpid():
+                return found
+            # a prefork child forked after its parent built a runtime (one that replaces a child
+            # that died): the parent's pooled connections must not be used, nor closed, here
+            found.db.engine.dispose(close=False)
         resources = shared(app)
         if resources is None:
             runtime = build_runtime(Settings(), app)
@@ -121,6 +127,50 @@ def start_housekeeping(sender: Any = None, **_: Any) -> None:
     rt.housekeeper.start()
     log.info("reconciling every %ss under the fleet-wide lock", rt.settings.reconcile_interval,
              extra={"action": "reconcile.started"})
+
+
+@signals.worker_init.connect(weak=False, dispatch_uid="conclave.runtime.metrics.prepare")
+def prepare_metrics(sender: Any = None, **_: Any) -> None:
+    """Before the pool starts: a prefork worker's processes will share their metric values
+    through files under ``CONCLAVE_STATE_DIR`` (:mod:`orchestrator.metrics.processes`)."""
+    app = getattr(sender, "app", None)
+    if app is None:
+        return
+    resources = shared(app)  # not the runtime: its database must not be opened before the fork
+    settings = resources.settings if resources is not None else Settings()
+    if settings.metrics_port is not None:
+        processes.prepare(settings.state_dir, prefork=_prefork(getattr(sender, "pool_cls", None)))
+
+
+@signals.worker_ready.connect(weak=False, dispatch_uid="conclave.runtime.metrics.serve")
+def serve_metrics(sender: Any = None, **_: Any) -> None:
+    """Serve the worker's metrics over HTTP when ``CONCLAVE_METRICS_PORT`` is set."""
+    app = getattr(sender, "app", None)
+    if app is None:
+        return
+    settings = current(app).settings
+    if settings.metrics_port is not None:
+        exporter.serve(settings.metrics_host, settings.metrics_port, processes.registry())
+
+
+@signals.worker_process_shutdown.connect(weak=False, dispatch_uid="conclave.runtime.metrics.forget")
+def forget_process(pid: int | None = None, **_: Any) -> None:
+    """A prefork child exits: its phases are no longer in flight."""
+    processes.forget(pid or os.getpid())
+
+
+@signals.worker_shutdown.connect(weak=False, dispatch_uid="conclave.runtime.metrics.close")
+def close_metrics(**_: Any) -> None:
+    exporter.stop()
+    processes.close()
+
+
+def _prefork(pool: Any) -> bool:
+    from celery.concurrency import get_implementation
+    from celery.concurrency.prefork import TaskPool
+
+    cls = get_implementation(pool) if pool is not None else None
+    return isinstance(cls, type) and issubclass(cls, TaskPool)
 
 
 def _forget(app: Celery, runtime: Runtime) -> None:

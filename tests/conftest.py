@@ -108,12 +108,13 @@ class WorkerProcess:
     """A real ``celery -A tasks worker`` subprocess (optionally with beat)."""
 
     def __init__(self, settings: Any, log_dir: Path, *, beat: bool = False, concurrency: int = 8,
-                 name: str | None = None) -> None:
+                 name: str | None = None, pool: str = "threads") -> None:
         self.settings = settings
         self.name = name or f"w{uuid.uuid4().hex[:6]}"
         self.log_path = log_dir / f"{self.name}.log"
         self.beat = beat
         self.concurrency = concurrency
+        self.pool = pool
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, wait: float = 30.0) -> WorkerProcess:
@@ -122,7 +123,7 @@ class WorkerProcess:
 
     def launch(self) -> WorkerProcess:
         """Spawn the subprocess without waiting for it (start several, then wait_ready each)."""
-        cmd = [sys.executable, "-m", "celery", "-A", "tasks", "worker", "--pool", "threads",
+        cmd = [sys.executable, "-m", "celery", "-A", "tasks", "worker", "--pool", self.pool,
                "--concurrency", str(self.concurrency), "-Q", "conclave", "--hostname", f"{self.name}@%h",
                "--without-mingle", "--without-gossip", "--loglevel", "INFO"]
         if self.beat:

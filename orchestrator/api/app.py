@@ -4,8 +4,8 @@ It owns a :class:`~orchestrator.client.Conclave` for its lifetime (built at
 startup, closed at shutdown) unless one is given, installs the JSON error
 handlers (:mod:`orchestrator.api.errors`), the principal check
 (:mod:`orchestrator.api.auth`), the routes (:mod:`orchestrator.api.plans`,
-:mod:`orchestrator.api.ops`) and the published contract at ``/openapi.json`` and
-``/docs`` (:mod:`orchestrator.api.schemas`).
+:mod:`orchestrator.api.ops`, the plan page :mod:`orchestrator.api.ui`) and the
+published contract at ``/openapi.json`` and ``/docs`` (:mod:`orchestrator.api.schemas`).
 """
 
 from __future__ import annotations
@@ -16,12 +16,15 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from orchestrator import tracing
 from orchestrator.api.auth import Authenticate
 from orchestrator.api.errors import CatchAll, install_error_handlers
 from orchestrator.api.events import EventStreams
+from orchestrator.api.feed import open_feed
 from orchestrator.api.ops import router as ops_router
 from orchestrator.api.plans import plans_router
 from orchestrator.api.schemas import install_openapi
+from orchestrator.api.ui import ui_router
 from orchestrator.client import Conclave
 from orchestrator.settings import Settings
 from orchestrator.version import __version__
@@ -40,12 +43,14 @@ def create_app(settings: Settings, *, client: Conclave | None = None) -> FastAPI
         c = client or Conclave(settings, db=connect(settings.effective_database_url, pool_size=16),
                                worker=settings.embedded)
         app.state.client = c
-        app.state.streams = EventStreams(c.coordinator, c.bus)
+        feed = open_feed(c.bus, settings.redis_url)
+        app.state.streams = EventStreams(c.coordinator, feed)
         log.info("api ready (%s)", "tokens required" if settings.auth_required else "authentication off",
                  extra={"action": "api.started"})
         try:
             yield
         finally:
+            await feed.close()
             if owned:
                 c.close()
 
@@ -55,6 +60,7 @@ def create_app(settings: Settings, *, client: Conclave | None = None) -> FastAPI
                               "details}}`; authentication is a bearer token (see `conclave tokens`).")
     install_error_handlers(app)
     install_openapi(app)
+    tracing.instrument_api(app)  # server spans, when tracing is on (orchestrator.tracing)
     token = settings.api_token.get_secret_value() if settings.api_token is not None else None
     if token is not None and not token.strip():
         log.error("CONCLAVE_API_TOKEN is set but empty: it matches no request",
@@ -66,4 +72,5 @@ def create_app(settings: Settings, *, client: Conclave | None = None) -> FastAPI
     app.add_middleware(CatchAll)  # added last: outermost
     app.include_router(plans_router(settings))
     app.include_router(ops_router)
+    app.include_router(ui_router(settings))
     return app

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 from starlette.requests import Request
 
+from orchestrator.briefing.spec import DOC_ID_RE
 from orchestrator.errors import BodyTooLarge, InvalidRequest, MalformedBody, UnsupportedMediaType
 from orchestrator.schema import SafeLoader
 
@@ -29,6 +30,7 @@ YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "
 REF_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
 KEY_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,120}$")
 EVENT_ID_RE = re.compile(r"^[0-9]{1,19}$")
+DOC_ID = re.compile(DOC_ID_RE.removeprefix("^").removesuffix("$"))
 MAX_EVENT_ID = 2**63 - 1
 MAX_DEPTH = 64
 MAX_NODES = 200_000
@@ -55,6 +57,14 @@ def phase_key(value: str) -> str:
     if not KEY_RE.match(value):
         raise InvalidRequest("phase key must be 1-120 letters, digits, '_.:-'",
                              details=field_error("key", "malformed phase key"))
+    return value
+
+
+def doc_id(value: str) -> str:
+    """A briefing document's id from the path (the slug a citation names)."""
+    if not DOC_ID.fullmatch(value):
+        raise InvalidRequest("doc_id must be a document id (1-60 lower-case letters, digits, '_-')",
+                             details=field_error("doc_id", "malformed document id"))
     return value
 
 

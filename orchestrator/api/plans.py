@@ -1,5 +1,6 @@
-"""The plan routes under ``/v1``: submit, list, read, patch, result and phase content,
-resume, cancel, and the event stream (:mod:`orchestrator.api.events`).
+"""The plan routes under ``/v1``: submit, list, read, patch, result and phase content
+(with their briefing citations), the briefing's documents, resume, cancel, and the event
+stream (:mod:`orchestrator.api.events`).
 
 Every route names the scope it needs (:func:`orchestrator.api.auth.require`) and hands
 the caller's principal to the coordinator, which finds only the plans that principal
@@ -33,12 +34,14 @@ from orchestrator.api.schemas import (
     PATCH_BODY,
     PLAN_BODY,
     SSE_EVENT,
+    DocumentList,
     PhaseText,
     PlanPage,
     ResultText,
     Submitted,
     errors,
 )
+from orchestrator.briefing.views import DocumentView
 from orchestrator.client import Conclave
 from orchestrator.coordinator import CancelResult, Coordinator, ResumeResult
 from orchestrator.errors import (
@@ -175,7 +178,9 @@ def plans_router(settings: Settings) -> APIRouter:
         if text is None:
             raise NotReady(f"plan {plan.id} has no result yet (it is {plan.status})",
                            details=inp.field_error("plan_id", f"plan is {plan.status}"))
-        return JSONResponse({"plan_id": plan.id, "status": plan.status, "text": text})
+        cited = await _call(coordinator.citations, plan.id, text)
+        return JSONResponse({"plan_id": plan.id, "status": plan.status, "text": text,
+                             "citations": [c.to_dict() for c in cited]})
 
     @router.get("/plans/{plan_id}/phases/{key}/content", response_model=PhaseText,
                 responses=errors(401, 403, 404, 409, 422))
@@ -192,7 +197,25 @@ def plans_router(settings: Settings) -> APIRouter:
         if text is None:
             raise NotReady(f"phase {phase.key} has no text (it is {phase.status})",
                            details=inp.field_error("key", f"phase is {phase.status}"))
-        return JSONResponse({"plan_id": state.plan.id, "phase": phase.key, "status": phase.status, "text": text})
+        cited = await _call(coordinator.citations, state.plan.id, text)
+        return JSONResponse({"plan_id": state.plan.id, "phase": phase.key, "status": phase.status, "text": text,
+                             "citations": [c.to_dict() for c in cited]})
+
+    @router.get("/plans/{plan_id}/documents", response_model=DocumentList, responses=errors(401, 403, 404, 422))
+    async def list_documents(plan_id: str, request: Request, principal: Principal | None = reader) -> JSONResponse:
+        """The plan's briefing documents, in briefing order (an empty list for a plan without one)."""
+        docs = await _call(_coordinator(request).documents, inp.plan_ref(plan_id), principal=principal)
+        return JSONResponse({"documents": [asdict(d) for d in docs]})
+
+    @router.get("/plans/{plan_id}/documents/{doc_id}", response_model=DocumentView,
+                responses=errors(401, 403, 404, 422))
+    async def get_document(plan_id: str, doc_id: str, request: Request,
+                           principal: Principal | None = reader) -> JSONResponse:
+        """One briefing document: its text and each chunk's heading path and `start`/`end`
+        (UTF-16 code units into `text`, so `text.slice(start, end)` is the passage)."""
+        ref, doc = inp.plan_ref(plan_id), inp.doc_id(doc_id)
+        view = await _call(_coordinator(request).document, ref, doc, principal=principal)
+        return JSONResponse(view.to_dict())
 
     @router.post("/plans/{plan_id}/resume", response_model=ResumeResult,
                  openapi_extra={"requestBody": {"required": False, "content": {"application/json": {

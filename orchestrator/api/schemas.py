@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, Field, TypeAdapter
 
+from orchestrator.briefing.views import CitationView, DocumentSummary
 from orchestrator.schema import PlanSpec, PlanUpdate
 from storage.listing import PlanSummary
 from storage.status import PhaseStatus, PlanStatus
@@ -43,10 +44,15 @@ class Submitted(BaseModel):
     enqueued: list[str] = Field(description="keys of the phases sent to workers")
 
 
+CITATIONS = ("every `[doc:chunk]` citation of a briefing passage in `text`, in text order (UTF-16 offsets); "
+             "one of a passage that does not exist is `unresolved`")
+
+
 class ResultText(BaseModel):
     plan_id: str
     status: PlanStatus
     text: str
+    citations: list[CitationView] = Field(description=CITATIONS)
 
 
 class PhaseText(BaseModel):
@@ -54,6 +60,12 @@ class PhaseText(BaseModel):
     phase: str
     status: PhaseStatus
     text: str
+    citations: list[CitationView] = Field(description=CITATIONS)
+
+
+class DocumentList(BaseModel):
+    documents: list[DocumentSummary] = Field(description="the plan's briefing, in briefing order; "
+                                                         "`length` in UTF-16 code units")
 
 
 class PlanPage(BaseModel):

@@ -118,6 +118,12 @@ def follow(url: str, plan_id: str, *, headers: dict[str, str] | None = None, par
         return list(sse(r))
 
 
+def metric_samples(r: httpx.Response) -> dict[str, str]:
+    """``/metrics`` as {series: value}."""
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain"), r.text
+    return dict(line.rsplit(" ", 1) for line in r.text.splitlines() if line and not line.startswith("#"))
+
+
 def assert_error(r: httpx.Response, status: int | None = None) -> dict[str, Any]:
     assert 400 <= r.status_code < 500, (r.status_code, r.text)
     if status is not None:
@@ -147,6 +153,8 @@ def test_board_plan_over_http_with_live_events(api: Any, workers: Any, settings:
     assert body["enqueued"] == [p["key"] for p in httpx.get(f"{server.url}/v1/plans/{plan_id}").json()["phases"]]
     assert body["enqueued"][0] == "opening" and body["enqueued"][-1] == "final"
     assert r.headers["location"] == f"/v1/plans/{plan_id}"
+    waiting = metric_samples(httpx.get(f"{server.url}/metrics"))  # live gauges: the plan waits for a worker
+    assert waiting["conclave_plans_running"] == "1.0" and waiting['conclave_phases{status="pending"}'] == "12.0"
 
     with httpx.stream("GET", f"{server.url}/v1/plans/{plan_id}/events",
                       timeout=httpx.Timeout(90, connect=5)) as live:
@@ -194,15 +202,9 @@ def test_board_plan_over_http_with_live_events(api: Any, workers: Any, settings:
     err = assert_error(wrapped, 409)
     assert err["code"] == "plan.conflict" and err["details"][0]["field"] == "task_id"
 
-    metrics = httpx.get(f"{server.url}/metrics")
-    assert metrics.status_code == 200 and metrics.headers["content-type"].startswith("text/plain")
-    samples = dict(line.rsplit(" ", 1) for line in metrics.text.splitlines() if not line.startswith("#"))
-    assert samples['conclave_plans{status="completed"}'] == "1"
-    assert samples['conclave_phases{status="completed"}'] == "12"
-    estimated = sum(int(v) for k, v in samples.items() if k.startswith("conclave_usage_tokens{")
-                    and 'source="estimated"' in k and 'counted="true"' in k)
-    assert estimated == view["usage"]["total_tokens"]  # the offline model's usage is an estimate
-    assert samples['conclave_usage_tokens{source="provider",direction="input",counted="true"}'] == "0"
+    finished = metric_samples(httpx.get(f"{server.url}/metrics"))  # a finished plan is history: not counted
+    assert finished["conclave_plans_running"] == "0.0" and finished["conclave_phases_lease_expired"] == "0.0"
+    assert all(v == "0.0" for k, v in finished.items() if k.startswith("conclave_phases{")), finished
 
 
 def test_cancel_and_resume_routes(api: Any, workers: Any, settings: Any) -> None:

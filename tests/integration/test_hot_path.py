@@ -19,7 +19,7 @@ from orchestrator.canvas import Advance, Chain, Run, Step
 from orchestrator.coordinator import Coordinator
 from orchestrator.dispatch import RecordingDispatcher
 from orchestrator.settings import Settings
-from storage import connect, events, payloads, plans
+from storage import connect, contents, events, payloads, plans
 from storage.sqlcount import StatementCounter
 from storage.status import Outcome
 from tasks.lease import Lease
@@ -83,6 +83,18 @@ def test_claim_usage_and_completion_are_1_1_and_3_statements_in_any_plan(hot: In
     for cost in (small, deep):
         assert cost["statements"] == {CLAIM: 1, USAGE: 1, COMPLETE: 3}  # lock, the folded write, COMMIT
         assert cost["begins"] == {COMPLETE: 1}  # the only transaction: claim and usage run in autocommit
+
+
+def test_a_briefed_phase_costs_one_read_more_in_autocommit(hot: InProcess) -> None:
+    memo = "# Pricing\n\n## Risks\n\nHeavy users would pay three times more.\n\n## Margin\n\nMargins rise 4%.\n"
+    plan_id = hot.coordinator.submit(board_plan("briefed", plan={"briefing": [{"title": "Pricing memo",
+                                                                              "text": memo}]})).plan_id
+    hot.deliver(plan_id, "opening")
+    cost = hot.cost(plan_id, "r1.dana")
+    assert "[pricing-memo:" in (contents.read_text(hot.db, plan_id, "r1.dana") or "")
+    # the search tiers, the inputs' cited passages and the fallback: one SELECT, no transaction
+    assert cost["statements"] == {CLAIM: 1, USAGE: 1, COMPLETE: 3, "storage.briefings.candidates": 1}
+    assert cost["begins"] == {COMPLETE: 1}
 
 
 def test_the_folded_statements_store_what_the_event_builders_make(hot: InProcess) -> None:

@@ -88,3 +88,20 @@ def test_the_lease_heartbeat_is_one_statement_for_every_held_lease(planes: Plane
         assert counter.total("storage.phases.renew_leases") == 3
     finally:
         counter.detach()
+
+
+BRIEFED = "storage.briefings.candidates"
+
+
+def test_a_briefing_costs_a_phase_one_read_and_no_briefing_none(planes: Planes) -> None:
+    plain = planes.coordinator.submit(SMALL_BOARD).plan_id
+    memo = "# Pricing\n\n## Risks\n\nHeavy users would pay three times more.\n\n## Margin\n\nMargins rise 4%.\n"
+    briefed = planes.coordinator.submit(example("board", rounds=1, title="Briefed", experts=SMALL_BOARD.model_dump(
+        mode="json")["experts"], briefing=[{"title": "Pricing memo", "text": memo}])).plan_id
+    run(planes, plain, "opening")
+    run(planes, briefed, "opening")
+    without, with_briefing = run(planes, plain, "r1.dana"), run(planes, briefed, "r1.dana")
+    assert set(without) == {CLAIM, USAGE, COMPLETE}  # no statement for a plan without a briefing
+    # every search tier, the cited passages and the fallback in one SELECT: BEGIN IMMEDIATE, SELECT, COMMIT
+    assert with_briefing == without + Counter({BRIEFED: 3})
+    assert "[pricing-memo:" in (planes.text(briefed, "r1.dana") or "")

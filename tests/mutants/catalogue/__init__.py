@@ -12,9 +12,21 @@ text into ``old`` and its broken version into ``new``; keep ``name`` stable.
 
 from __future__ import annotations
 
-from tests.mutants.catalogue import api, briefing, fence, fleet, flow, hotpath, offline, plans, tenancy, trust
+from tests.mutants.catalogue import (
+    api,
+    briefing,
+    fence,
+    fleet,
+    flow,
+    hotpath,
+    observability,
+    offline,
+    plans,
+    tenancy,
+    trust,
+)
 from tests.mutants.catalogue_types import Mutation
 
 MUTATIONS: tuple[Mutation, ...] = (
     *plans.MUTATIONS, *fence.MUTATIONS, *flow.MUTATIONS, *tenancy.MUTATIONS, *trust.MUTATIONS, *hotpath.MUTATIONS,
-    *briefing.MUTATIONS, *offline.MUTATIONS, *api.MUTATIONS, *fleet.MUTATIONS)
+    *briefing.MUTATIONS, *offline.MUTATIONS, *api.MUTATIONS, *fleet.MUTATIONS, *observability.MUTATIONS)
