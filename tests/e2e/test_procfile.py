@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -69,8 +70,8 @@ def wait_for(what: str, check: Callable[[], bool], honcho: subprocess.Popen[byte
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-def test_honcho_start_runs_a_board_meeting_that_flower_shows_and_stops_clean(empty_database: str, redis_url: str,
-                                                                           tmp_path: Path) -> None:
+def test_honcho_start_runs_a_board_meeting_that_the_page_and_flower_show_and_stops_clean(
+        empty_database: str, redis_url: str, tmp_path: Path) -> None:
     port, flower_port = free_port(), free_port()
     token, password = secrets.token_urlsafe(24), secrets.token_urlsafe(12)
     dotenv = tmp_path / ".env"
@@ -130,6 +131,17 @@ def test_honcho_start_runs_a_board_meeting_that_flower_shows_and_stops_clean(emp
         assert view["status"] == "completed"
         keys = {p["key"] for p in view["phases"]}
         assert len(keys) == 12 and all(p["status"] == "completed" for p in view["phases"])
+
+        # the plan page, signed in the way a browser does (the form sets the session cookie)
+        with httpx.Client(base_url=api, timeout=10) as browser:
+            signed_in = browser.post("/ui/login", data={"token": token, "next": f"/ui/plans/{plan_id}"},
+                                     follow_redirects=True)
+            assert signed_in.status_code == 200 and "conclave_session" in browser.cookies
+            page = browser.get(f"/ui/plans/{plan_id}")
+            assert page.status_code == 200
+            assert "Usage-based pricing for Ledgerly" in page.text and "completed" in page.text
+            cards = re.findall(r'id="phase-([^"]+)" data-key="[^"]+" data-status="([a-z_]+)"', page.text)
+            assert dict(cards) == dict.fromkeys(keys, "completed")  # every phase's card, completed
 
         assert httpx.get(f"{flower}/api/tasks", timeout=5).status_code == 401
         shown: set[str] = set()
