@@ -1,10 +1,13 @@
 """Chaos run: many board plans on a worker fleet that keeps being killed.
 
-Starts N ``celery -A tasks worker`` subprocesses and one beat (the reconciler),
-submits M board plans on the offline model at a realistic latency, SIGKILLs a
-random worker every few seconds and restarts it, restarts the broker's Redis
-once mid-run (it comes back empty, as a default install does), then waits for
-every plan and prints one line per figure, read from the database:
+Starts N ``celery -A tasks worker`` subprocesses — no beat: every worker reconciles on its
+own under the fleet-wide lock (``--beat`` adds one, optional and harmless) — submits M board
+plans on the offline model at a realistic latency, SIGKILLs a random worker every few seconds
+(the one reconciling as likely as any) and restarts it, restarts the broker's Redis once
+mid-run (it comes back empty, as a default install does), cuts every Postgres connection and
+refuses new ones for a few seconds once (the workers reach Postgres through a TCP proxy the
+run controls), then waits for every plan and prints one line per figure, read from the
+database:
 
     plans completed / submitted
     phases run more than once (attempts > 1) and the model calls duplicated
@@ -58,6 +61,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--redis-url", default=None,
                    help="use this Redis URL (with a db number of its own) and FLUSHDB it instead of "
                         "starting and restarting a private redis-server")
+    p.add_argument("--pg-outage-at", type=float, default=0.6,
+                   help="cut Postgres once this share of phases has completed (default 0.6; above 1: never)")
+    p.add_argument("--pg-outage-seconds", type=float, default=3.0, help="how long it refuses connections")
+    p.add_argument("--beat", action="store_true", help="also run conclave's beat (the fleet does not need it)")
     p.add_argument("--timeout", type=float, default=270.0, help="give up waiting after this many seconds")
     p.add_argument("--seed", type=int, default=None, help="random seed for the kills")
     return p.parse_args(argv)
@@ -191,6 +198,13 @@ def main(argv: list[str] | None = None) -> int:
         c.execute(text(f'CREATE DATABASE "{dbname}"'))
     db_url = PG_ADMIN.rsplit("/", 1)[0] + f"/{dbname}"
     redis_srv = Redis(args.redis_url, workdir)
+    from sqlalchemy.engine import make_url
+
+    from tests.integration.durability import TcpProxy
+
+    pg = make_url(db_url)
+    proxy = TcpProxy(pg.host or "127.0.0.1", pg.port or 5432).accept()
+    fleet_db_url = pg.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
     procs: list[Proc] = []
     client: Any = None
     keep_logs = False
@@ -207,16 +221,16 @@ def main(argv: list[str] | None = None) -> int:
                             max_active_plans=max(1000, args.plans), submit_rate=0,
                             allow_plan_models=True)  # the bench's plans drive the offline model's options
         env = {k: v for k, v in os.environ.items() if not k.startswith("CONCLAVE_")}
-        env.update(settings.environ())
+        env.update(settings.model_copy(update={"database_url": fleet_db_url}).environ())  # through the proxy
         env["CONCLAVE_LOG_LEVEL"] = "WARNING"
         for i in range(args.workers):
             procs.append(Proc(f"worker{i}", ["worker", "--pool", "threads", "--concurrency",
                                              str(args.concurrency), "-Q", "conclave", "--hostname",
                                              f"chaos{i}@%h", "--without-mingle", "--without-gossip",
                                              "--loglevel", "WARNING"], env, workdir))
-        beat = Proc("beat", ["beat", "--schedule", str(workdir / "beat.schedule"), "--loglevel", "WARNING"],
-                    env, workdir)
-        for p in [*procs, beat]:
+        others = [Proc("beat", ["beat", "--schedule", str(workdir / "beat.schedule"), "--loglevel", "WARNING"],
+                       env, workdir)] if args.beat else []
+        for p in [*procs, *others]:
             p.start()
         client = Conclave(settings, worker=False)
 
@@ -227,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
 
         next_kill = time.monotonic() + args.kill_every
-        redis_faulted = False
+        redis_faulted = pg_cut = False
         deadline = started + args.timeout
         while time.monotonic() < deadline:
             running = _scalar(client, "SELECT count(*) FROM plans WHERE status = 'running'")
@@ -239,7 +253,14 @@ def main(argv: list[str] | None = None) -> int:
                 redis_faulted = True
                 print(f"[{time.monotonic() - started:6.1f}s] redis {what} at {done}/{total_phases} phases",
                       flush=True)
-            for p in [*procs, beat]:  # a supervisor's restart policy: kombu 5.7 can crash a worker
+            if not pg_cut and done >= args.pg_outage_at * total_phases:
+                proxy.refuse()  # every connection cut, new ones refused
+                pg_cut = True
+                print(f"[{time.monotonic() - started:6.1f}s] postgres cut for {args.pg_outage_seconds:g}s at "
+                      f"{done}/{total_phases} phases", flush=True)
+                time.sleep(args.pg_outage_seconds)
+                proxy.accept()
+            for p in [*procs, *others]:  # a supervisor's restart policy: kombu 5.7 can crash a worker
                 if p.proc is not None and (code := p.proc.poll()) is not None:  # when Redis goes away
                     p.crashes += 1
                     p.start()
@@ -260,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             completed_plans = c.execute(text("SELECT count(*) FROM plans WHERE status = 'completed'")).scalar()
             by_status = dict(c.execute(text("SELECT status, count(*) FROM plans GROUP BY status")).all())
         kills = sum(p.kills for p in procs)
-        crashes = sum(p.crashes for p in [*procs, beat])
+        crashes = sum(p.crashes for p in [*procs, *others])
         print(f"plans completed / submitted: {completed_plans} / {len(plan_ids)}"
               + ("" if completed_plans == len(plan_ids) else f"  {by_status}"))
         print(f"phases run more than once: {f['rerun']} of {f['phases']} (attempts > 1: an earlier attempt "
@@ -270,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
               f"lost results: {f['lost_results'] + f['stray_results']}")
         print(f"usage rows not matching the model calls that succeeded: {f['usage_mismatches']}")
         print(f"wall time: {wall:.1f}s ({kills} worker SIGKILLs, {crashes} unprompted exits restarted, "
-              f"redis {'faulted once' if redis_faulted else 'not faulted'})")
+              f"redis {'faulted once' if redis_faulted else 'not faulted'}, postgres "
+              f"{'cut once' if pg_cut else 'not cut'}, {'with' if args.beat else 'no'} beat)")
         ok = (completed_plans == len(plan_ids) and f["duplicate_results"] == 0 and f["lost_results"] == 0
               and f["stray_results"] == 0 and f["usage_mismatches"] == 0)
         if not ok:
@@ -280,8 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for p in procs:
             p.stop()
-        if "beat" in locals():
-            beat.stop()
+        for p in locals().get("others", []):
+            p.stop()
+        proxy.close()
         if client is not None:
             client.close()
         redis_srv.stop()
