@@ -2,8 +2,8 @@
 on, a real worker subprocess running a slow offline model, a user who signs in with a
 token and watches a board: words appear in a phase while it is still being written,
 statuses change, the synthesis links the phases it cites. Another tenant's user gets the
-not-found page. Set ``PLAN_PAGE_SCREENSHOT=docs/plan-page.png`` to refresh the README's
-screenshot."""
+not-found page. Set ``PLAN_PAGE_SCREENSHOT=docs/plan-page.png`` and
+``PLAN_PAGE_CITATION_SCREENSHOT=docs/plan-page-citation.png`` to refresh the screenshots in docs/."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ SHOWN = """() => {
 
 @pytest.mark.slow
 def test_a_briefing_citation_opens_its_passage_highlighted_in_its_document(
-        api: Any, workers: Any, settings: Any, browser: Any) -> None:  # noqa: F811
+        api: Any, workers: Any, settings: Any, browser: Any, tmp_path: Path) -> None:  # noqa: F811
     from orchestrator.briefing.reading import load_local_plan
     from orchestrator.briefing.utf16 import utf16_slice
     from orchestrator.schema import dump_plan
@@ -176,3 +176,10 @@ def test_a_briefing_citation_opens_its_passage_highlighted_in_its_document(
         assert buttons.nth(i).get_attribute("aria-pressed") == "true"
     assert len(set(cited)) >= 2
     assert seen.errors == []
+    buttons.nth(0).click()  # the first citation's passage, highlighted, as docs/ shows it
+    page.wait_for_function("() => !document.getElementById('document').hidden", timeout=WAIT_MS)
+    shot = tmp_path / "plan-page-citation.png"
+    page.screenshot(path=str(shot))
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("PLAN_PAGE_CITATION_SCREENSHOT"):
+        shutil.copyfile(shot, ROOT / os.environ["PLAN_PAGE_CITATION_SCREENSHOT"])
