@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from orchestrator import dag
@@ -209,14 +209,23 @@ class Coordinator:
         return nudged
 
     @translate_storage
-    def prune(self) -> int:
-        """Beat: apply the retention policy to finished plans."""
-        cutoff = utcnow() - timedelta(days=self.settings.retention_days)
-        n = retention.prune(self.db, older_than=cutoff, max_events_per_plan=self.settings.max_events_per_plan)
-        recorder().pruned(n)
-        if n:
-            log.info("pruned %d event(s)", n, extra={"action": "retention.pruned"})
-        return n
+    def prune(self, *, every: float | None = None, now: datetime | None = None) -> retention.Pruned | None:
+        """Apply the retention policy (:mod:`storage.retention`). With ``every``, only if no
+        process of the fleet has within ``every`` seconds (None then: not due)."""
+        now = now or utcnow()
+        if every is not None and not retention.claim(self.db, every, now=now):
+            return None
+        keep = self.settings.retain_finished_days
+        done = retention.prune(
+            self.db, older_than=now - timedelta(days=self.settings.retention_days),
+            max_events_per_plan=self.settings.max_events_per_plan,
+            delete_before=now - timedelta(days=keep) if keep else None,
+            batch=self.settings.retention_batch, per_pass=self.settings.retention_pass_plans, now=now)
+        recorder().pruned(done.events)
+        if done.events or done.plans:
+            log.info("retention: %d finished plan(s) deleted, %d event(s) pruned", done.plans, done.events,
+                     extra={"action": "retention.pruned"})
+        return done
 
     @translate_storage
     def update(self, ref: str, changes: dict[str, Any], *, principal: Principal | None = None) -> PlanRecord:

@@ -58,6 +58,11 @@ class Settings(BaseSettings):
     max_active_plans: int = Field(1000, ge=1, description="Running plans beyond this are refused")
     retention_days: float = Field(30.0, gt=0, description="Finished plans' events older than this are pruned")
     max_events_per_plan: int = Field(5000, ge=100, description="Events kept per finished plan")
+    retain_finished_days: float = Field(
+        0.0, ge=0, description="Finished plans older than this are deleted with all their rows (0: kept forever)")
+    retention_batch: int = Field(100, ge=1, le=10_000, description="Plans retention handles per transaction")
+    retention_pass_plans: int = Field(
+        1000, ge=1, description="Most plans one retention pass deletes (and trims), per step")
 
     briefing_max_documents: int = Field(100, ge=1, description="Most documents in one plan's briefing")
     briefing_max_document_bytes: int = Field(

@@ -74,6 +74,7 @@ class Plan(Base):
         Index("ix_plans_tenant_created_at", "tenant", "created_at", "id"),  # the listing's keyset order
         Index("ix_plans_created_at", "created_at", "id"),  # an admin's listing, across tenants
         Index("ix_plans_tenant_status", "tenant", "status"),
+        Index("ix_plans_finished_at", "finished_at", "id"),  # retention's order (storage.retention)
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
@@ -240,6 +241,17 @@ class Chunk(Base):
     heading_path: Mapped[list[str]] = mapped_column(JSON, default=list)
     text: Mapped[str] = mapped_column(Text)
     tokens: Mapped[int] = mapped_column(Integer)  # estimated
+
+
+class FleetState(Base):
+    """A fleet-wide mark, one row per name (:mod:`storage.retention`): ``at`` is a moment,
+    ``ref`` an id beside it (a keyset watermark is the pair)."""
+
+    __tablename__ = "fleet_state"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ref: Mapped[str | None] = mapped_column(String(64))
 
 
 SEARCH_TABLE_PREFIX = "chunks_fts"  # SQLite FTS5 table and its shadow tables

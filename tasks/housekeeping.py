@@ -4,8 +4,10 @@ and retention on its own timer, one at a time across the fleet.
 Each worker sweeps once when it is ready and then every ``CONCLAVE_RECONCILE_INTERVAL``
 seconds. A sweep first takes the fleet-wide advisory lock ``reconciler`` without waiting
 (:func:`storage.locks.exclusive`): the worker that gets it re-derives every stalled plan
-(:meth:`~orchestrator.coordinator.Coordinator.reconcile`) and, once an hour, applies the
-retention policy; the others skip that tick. The lock is held by the sweep's own
+(:meth:`~orchestrator.coordinator.Coordinator.reconcile`) and, when it is due fleet-wide,
+applies the retention policy; the others skip that tick. Retention's schedule is stored, not
+kept per process (:func:`storage.retention.claim`): however many workers sweep, it runs once
+an hour between them. The lock is held by the sweep's own
 transaction, so a worker killed mid-sweep releases it with its connection and the next
 worker to tick takes over — within one interval, whoever died; a worker that stops
 without dying (SIGSTOP, a long pause) loses it once its transaction has sat idle for
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 from orchestrator.coordinator import Coordinator
 from orchestrator.metrics import recorder
@@ -39,8 +40,7 @@ class Housekeeper:
         self.coordinator = coordinator
         self.interval = interval
         self.stalled_after = stalled_after  # a holder stopped this long loses the lock
-        self.prune_every = prune_every
-        self._last_prune: float | None = None
+        self.prune_every = prune_every  # fleet-wide: retention runs once per this between all workers
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -52,9 +52,7 @@ class Housekeeper:
                 recorder().swept("skipped")
                 return False
             nudged = self.coordinator.reconcile()
-            if self._last_prune is None or time.monotonic() - self._last_prune >= self.prune_every:
-                self._last_prune = time.monotonic()
-                self.coordinator.prune()
+            self.coordinator.prune(every=self.prune_every)  # a no-op unless due fleet-wide
             recorder().swept("swept")
             log.debug("swept: %d plan(s) nudged", len(nudged), extra={"action": "reconcile.swept"})
             return True

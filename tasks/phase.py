@@ -16,6 +16,7 @@ from orchestrator import tracing
 from orchestrator.errors import ServiceUnavailable
 from orchestrator.logs import bind
 from tasks import runtime
+from tasks.housekeeping import PRUNE_EVERY
 
 
 @shared_task(name="conclave.run_phase", bind=True, acks_late=True, max_retries=None)
@@ -50,4 +51,6 @@ def reconcile(self: Any) -> bool:
 
 @shared_task(name="conclave.prune", bind=True, ignore_result=True)
 def prune(self: Any) -> int:
-    return runtime.current(self.app).coordinator.prune()
+    """Retention, when it is due fleet-wide (the housekeepers share the same schedule)."""
+    done = runtime.current(self.app).coordinator.prune(every=PRUNE_EVERY)
+    return done.events if done else 0

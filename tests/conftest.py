@@ -61,7 +61,8 @@ def clean_db(pg_url: str) -> str:
 
     engine = create_engine(pg_url)
     with engine.begin() as c:
-        c.execute(text("TRUNCATE plans, phases, contents, usage, events, principals RESTART IDENTITY CASCADE"))
+        c.execute(text("TRUNCATE plans, phases, contents, usage, events, principals, fleet_state "
+                       "RESTART IDENTITY CASCADE"))
     engine.dispose()
     return pg_url
 

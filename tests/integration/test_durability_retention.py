@@ -76,7 +76,8 @@ def test_retention_prunes_finished_plans_only(client: Any) -> None:
     done_before = ledger(client.db, done)
     assert done_before.plan.status == "completed"
 
-    assert client.coordinator.prune() > 0
+    pruned = client.coordinator.prune(now=utcnow() + retention.GRACE + timedelta(minutes=1))
+    assert pruned is not None and pruned.events > 0 and pruned.plans == 0  # whole plans are kept unless asked
 
     assert _event_ids(client, active) == active_events  # an active plan is never pruned
     cutoff = utcnow() - timedelta(days=1)
@@ -101,9 +102,11 @@ def test_retention_is_bounded_per_pass_yet_reaches_every_finished_plan(client: A
         client.cancel(pid)
         _add_events(client, pid, CAP + 10)
         finished.append(pid)
-    cutoff = utcnow() - timedelta(days=30)
-    for _ in range(3):  # each pass looks at a bounded number of plans (batch=1: 10 per pass)
-        retention.prune(client.db, older_than=cutoff, max_events_per_plan=CAP, batch=1)
+    now = utcnow() + retention.GRACE + timedelta(minutes=1)
+    cutoff = now - timedelta(days=30)
+    for _ in range(3):  # each pass looks at a bounded number of plans (5 per pass, one per transaction)
+        done = retention.prune(client.db, older_than=cutoff, max_events_per_plan=CAP, batch=1, per_pass=5, now=now)
+        assert done.trimmed <= 5
     with client.db.engine.connect() as c:
         counts = dict(c.execute(select(Event.plan_id, func.count()).group_by(Event.plan_id)).all())
     assert {pid: counts[pid] for pid in finished} == {pid: CAP for pid in finished}

@@ -32,8 +32,8 @@ class Reconciler:
         self.hold.wait(30)
         return []
 
-    def prune(self) -> int:
-        return 0
+    def prune(self, *, every: float | None = None) -> None:
+        return None
 
 
 @pytest.fixture()

@@ -1,0 +1,217 @@
+"""Retention at the storage boundary, on Postgres and SQLite: a finished plan past
+``CONCLAVE_RETAIN_FINISHED_DAYS`` is deleted from every table (its search rows too) while a
+recent and a running plan are untouched; a pass is bounded; a pass killed between batches
+leaves whole plans only; event trimming visits each finished plan once (a watermark, not
+a scan of history); and retention runs once per interval between two housekeepers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import event, text
+
+from orchestrator.bus import MemoryBus
+from orchestrator.coordinator import Coordinator
+from orchestrator.dispatch import RecordingDispatcher
+from orchestrator.settings import Settings
+from storage import Database, briefings, connect, events, plans, retention
+from storage.models import utcnow
+from storage.payloads import NewEvent
+from storage.records import NewChunk, NewDocument, NewPhase
+from tasks.housekeeping import Housekeeper
+from tests.integration.repositories.ledger import claim, complete, spend
+
+TABLES = ("phases", "contents", "usage", "events", "documents", "chunks")
+WORD = "heliotrope"
+
+
+def _plan(db: Database, title: str, *, finished_days_ago: float | None, events_n: int = 3) -> str:
+    """A plan with a briefing (two chunks), a completed phase (content, usage) and events;
+    finished ``finished_days_ago`` days ago, or still running when None."""
+    text_ = f"{WORD} {title} first passage. Second passage of {title}."
+    doc = NewDocument("brief", 0, "Brief", "text", text_, len(text_), "0" * 64,
+                      [NewChunk(0, 0, 20, [], text_[:20], 5), NewChunk(1, 20, len(text_), [], text_[20:], 5)])
+    created = plans.create_plan(
+        db, title=title, kind="board", spec={"title": title}, task_id=None, max_active=1000, briefing=[doc],
+        phases=[NewPhase("opening", "opening", 0, []),
+                NewPhase("final", "final", 1, ["opening"], meta={"terminal": True})])
+    pid = created.plan_id
+    assert claim(db, pid, "opening", "test:1")
+    spend(db, pid, "opening", 1, 10, 20)
+    complete(db, pid, "opening", 1, f"result of {title}")
+    for i in range(events_n):
+        events.append_event(db, pid, NewEvent("note", {"i": i}))
+    if finished_days_ago is not None:
+        plans.finish_plan(db, pid, "completed")
+        _set_finished(db, pid, finished_days_ago)
+    return pid
+
+
+def _set_finished(db: Database, pid: str, days_ago: float) -> None:
+    at = (utcnow() - timedelta(days=days_ago)).replace(tzinfo=None)
+    with db.engine.begin() as c:
+        c.execute(text("UPDATE plans SET finished_at = :at WHERE id = :p"), {"at": at, "p": pid})
+
+
+def _rows(db: Database, pid: str) -> dict[str, int]:
+    """How many rows of ``pid`` each table holds (``plans`` included)."""
+    with db.engine.connect() as c:
+        got = {t: int(c.scalar(text(f"SELECT count(*) FROM {t} WHERE plan_id = :p"), {"p": pid}) or 0)
+               for t in TABLES}
+        got["plans"] = int(c.scalar(text("SELECT count(*) FROM plans WHERE id = :p"), {"p": pid}) or 0)
+    return got
+
+
+def _search_rows(db: Database) -> int | None:
+    """SQLite: rows of the full-text index (kept in step with chunks by triggers)."""
+    if db.dialect != "sqlite":
+        return None
+    with db.engine.connect() as c:
+        return int(c.scalar(text("SELECT count(*) FROM chunks_fts")) or 0)
+
+
+def _prune(db: Database, *, keep_days: float = 7, **kw: Any) -> retention.Pruned:
+    now = utcnow()
+    return retention.prune(db, older_than=now - timedelta(days=30), max_events_per_plan=100,
+                           delete_before=now - timedelta(days=keep_days), **kw)
+
+
+def test_a_plan_past_retention_is_gone_from_every_table_and_the_others_are_untouched(db: Database) -> None:
+    old = _plan(db, "old", finished_days_ago=10)
+    recent = _plan(db, "recent", finished_days_ago=1)
+    running = _plan(db, "running", finished_days_ago=None)
+    before = {pid: _rows(db, pid) for pid in (old, recent, running)}
+    assert all(n > 0 for n in before[old].values()), before[old]
+    assert briefings.search(db, old, WORD)
+
+    done = _prune(db)
+
+    assert done.plans == 1
+    assert _rows(db, old) == dict.fromkeys((*TABLES, "plans"), 0)
+    assert briefings.search(db, old, WORD) == []
+    assert _rows(db, recent) == before[recent] and _rows(db, running) == before[running]
+    assert [c.ordinal for c in briefings.search(db, recent, WORD)] == [0]  # the survivors' search still works
+    assert _search_rows(db) in (None, 4)  # SQLite: exactly the survivors' four chunks stay indexed
+    assert plans.load_state(db, running).plan.status == "running"
+
+
+def test_nothing_is_deleted_unless_the_operator_asks(db: Database) -> None:
+    old = _plan(db, "ancient", finished_days_ago=3650)
+    now = utcnow()
+    retention.prune(db, older_than=now - timedelta(days=30), max_events_per_plan=100)  # delete_before=None
+    assert _rows(db, old)["plans"] == 1 and _rows(db, old)["contents"] == 1
+
+
+def test_a_pass_deletes_at_most_its_limit_oldest_first(db: Database) -> None:
+    aged = [_plan(db, f"aged {i}", finished_days_ago=20 - i) for i in range(5)]  # aged[0] finished first
+
+    assert _prune(db, batch=1, per_pass=2).plans == 2
+    assert [_rows(db, pid)["plans"] for pid in aged] == [0, 0, 1, 1, 1]
+    assert _prune(db, batch=2, per_pass=2).plans == 2
+    assert [_rows(db, pid)["plans"] for pid in aged] == [0, 0, 0, 0, 1]
+    assert _prune(db, batch=2, per_pass=2).plans == 1 and _prune(db).plans == 0
+
+
+def test_a_pass_killed_between_batches_leaves_whole_plans_only(db: Database) -> None:
+    aged = [_plan(db, f"doomed {i}", finished_days_ago=20 - i) for i in range(3)]
+    before = {pid: _rows(db, pid) for pid in aged}
+    deletes_of_plans = []
+
+    def die_on_the_second_batch(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("DELETE FROM PLANS"):
+            deletes_of_plans.append(statement)
+            if len(deletes_of_plans) == 2:  # the first batch has committed; the second is mid-way
+                raise RuntimeError("worker killed")
+
+    event.listen(db.engine, "before_cursor_execute", die_on_the_second_batch)
+    try:
+        with pytest.raises(Exception, match="worker killed"):
+            _prune(db, batch=1)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", die_on_the_second_batch)
+
+    assert _rows(db, aged[0]) == dict.fromkeys((*TABLES, "plans"), 0)  # the first batch: gone whole
+    assert {pid: _rows(db, pid) for pid in aged[1:]} == {pid: before[pid] for pid in aged[1:]}  # the rest: whole
+    assert _prune(db).plans == 2  # the next pass finishes the job
+    assert all(_rows(db, pid)["plans"] == 0 for pid in aged)
+
+
+def test_event_trimming_visits_each_finished_plan_once_from_its_watermark(db: Database) -> None:
+    first = _plan(db, "first", finished_days_ago=1, events_n=130)
+    running = _plan(db, "running", finished_days_ago=None, events_n=130)
+    ran = _prune(db)
+    assert ran.trimmed == 1 and len(events.list_events(db, first, limit=1000)) == 100  # the newest 100 kept
+    assert len(events.list_events(db, running, limit=1000)) > 130  # an active plan is never pruned
+
+    assert _prune(db).trimmed == 0  # nothing finished since: the pass looks at no plan
+    plans.finish_plan(db, running, "completed")
+    _set_finished(db, running, 0.5)
+    ran = _prune(db)
+    assert ran.trimmed == 1 and len(events.list_events(db, running, limit=1000)) == 100
+
+    _set_finished(db, first, 31)  # it finished before the event retention period: its events go
+    assert _prune(db, keep_days=365).trimmed == 1
+    assert events.list_events(db, first, limit=1000) == [] and _rows(db, first)["contents"] == 1
+
+
+def test_a_just_finished_plan_is_trimmed_after_the_grace_period(db: Database) -> None:
+    pid = _plan(db, "just now", finished_days_ago=0, events_n=130)
+    assert _prune(db).trimmed == 0  # a finish may commit out of order: it waits GRACE
+    assert _prune(db, now=utcnow() + retention.GRACE + timedelta(seconds=1)).trimmed == 1
+    assert len(events.list_events(db, pid, limit=1000)) == 100
+
+
+@pytest.fixture()
+def second(db: Database) -> Iterator[Database]:
+    """Another process's database: its own engine on the same store."""
+    other = connect(db.engine.url.render_as_string(hide_password=False), pool_size=2)
+    yield other
+    other.dispose()
+
+
+def _housekeeper(db: Database) -> Housekeeper:
+    url = db.engine.url.render_as_string(hide_password=False)
+    settings = Settings(database_url=url, broker_url="memory://", retain_finished_days=7)
+    return Housekeeper(db, Coordinator(db, settings, RecordingDispatcher(), MemoryBus()), interval=60,
+                       stalled_after=60)
+
+
+def test_two_housekeepers_run_retention_once_per_interval_between_them(db: Database, second: Database) -> None:
+    a, b = _housekeeper(db), _housekeeper(second)
+    first = _plan(db, "first", finished_days_ago=10)
+    assert a.sweep() and _rows(db, first)["plans"] == 0  # due: a ran retention
+
+    late = _plan(db, "late", finished_days_ago=10)
+    assert b.sweep() and a.sweep()  # both swept (reconciled) …
+    assert _rows(db, late)["plans"] == 1  # … but retention had run within the hour, fleet-wide
+
+    ran = retention.last_run(db)
+    assert ran is not None
+    with db.engine.begin() as c:  # an hour passes
+        c.execute(text("UPDATE fleet_state SET at = :at WHERE name = 'retention'"),
+                  {"at": (ran - timedelta(hours=1)).replace(tzinfo=None)})
+    assert b.sweep() and _rows(db, late)["plans"] == 0
+
+
+def test_of_processes_claiming_at_once_one_runs_retention(pg: Database) -> None:
+    racers = 8
+    barrier = threading.Barrier(racers)
+    got: list[bool] = []
+    dbs = [connect(pg.engine.url.render_as_string(hide_password=False), pool_size=1) for _ in range(racers)]
+
+    def race(mine: Database) -> None:
+        barrier.wait()
+        got.append(retention.claim(mine, 3600))
+
+    threads = [threading.Thread(target=race, args=(d,)) for d in dbs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for d in dbs:
+        d.dispose()
+    assert sorted(got) == [False] * (racers - 1) + [True]
