@@ -62,7 +62,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.model_server import ModelServer  # noqa: E402
-from bench.throughput import PG, env_for, start_worker, stop  # noqa: E402
+from bench.scratch import drop_database, new_database  # noqa: E402
+from bench.throughput import env_for, start_worker, stop  # noqa: E402
 
 EXPERTS = [("Dana", "CFO"), ("Ravi", "CTO"), ("Sofia", "Head of Sales"), ("Tomas", "General Counsel"),
            ("Mei", "Head of Operations"), ("Omar", "Head of People"), ("Lena", "Chief of Staff"),
@@ -257,11 +258,7 @@ def main() -> None:
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
     experts = EXPERTS[:args.experts]
-    name = f"conclave_bench_{uuid.uuid4().hex[:6]}"
-    admin = create_engine(f"{PG}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-    url = f"{PG}/{name}"
+    name, url = new_database()
     log = Path("/tmp") / f"{name}.log"
     server = ModelServer(args.chunks, args.interval)
     registry = Path(tempfile.gettempdir()) / f"{name}-models.json"
@@ -304,10 +301,7 @@ def main() -> None:
     finally:
         server.stop()
         registry.unlink()
-        with admin.connect() as c:
-            c.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"))
-            c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        admin.dispose()
+        drop_database(name)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.throughput import PG  # noqa: E402
+from bench.scratch import PG  # noqa: E402
 
 PHASES = ("opening", "r1.dana", "r1.ravi", "r1.sofia", "r1.summary", "final")
 TEXT = "A finished phase's full text, as the content store keeps it. " * 8

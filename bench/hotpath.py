@@ -40,7 +40,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.throughput import PG, env_for, start_worker, stop  # noqa: E402
+from bench.scratch import drop_database, new_database  # noqa: E402
+from bench.throughput import env_for, start_worker, stop  # noqa: E402
 
 CLAIM = ("storage.phases.claim_phase", "storage.phases.release_waiting", "storage.plans.get_spec")
 USAGE = ("storage.usage.record_usage",)
@@ -300,16 +301,11 @@ def main() -> None:
     args = parser.parse_args()
 
     import redis
-    from sqlalchemy import create_engine, text
 
     from orchestrator.settings import Settings
     from storage import upgrade
 
-    name = f"conclave_bench_{uuid.uuid4().hex[:6]}"
-    admin = create_engine(f"{PG}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-    url = f"{PG}/{name}"
+    name, url = new_database()
     upgrade(url)
     redis.Redis.from_url(args.redis).flushdb()
     log = Path("/tmp") / f"{name}.log"
@@ -339,10 +335,7 @@ def main() -> None:
         print(f"RATIO conclave step / bare canvas step doing the same work: {step / working:.2f}x (goal <= 1.5x)")
         print(f"RATIO conclave step / bare canvas step of no-op tasks: {step / bare:.2f}x")
     finally:
-        with admin.connect() as c:
-            c.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"))
-            c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        admin.dispose()
+        drop_database(name)
 
 
 if __name__ == "__main__":

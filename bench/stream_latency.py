@@ -35,7 +35,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.cpu import EXPERTS, team  # noqa: E402
 from bench.model_server import ModelServer  # noqa: E402
-from bench.throughput import PG, env_for, start_worker, stop  # noqa: E402
+from bench.scratch import drop_database, new_database  # noqa: E402
+from bench.throughput import env_for, start_worker, stop  # noqa: E402
 
 CONCLAVE = str(Path(sys.executable).parent / "conclave")
 STAMP = re.compile(r"t=(\d+\.\d+)")
@@ -133,18 +133,13 @@ def main() -> None:
 
     import httpx
     import redis
-    from sqlalchemy import create_engine, text
 
     from orchestrator.bus import RedisBus
     from orchestrator.settings import Settings
     from storage import upgrade
 
     experts = EXPERTS[:args.experts]
-    name = f"conclave_bench_{uuid.uuid4().hex[:6]}"
-    admin = create_engine(f"{PG}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-    url = f"{PG}/{name}"
+    name, url = new_database()
     log = Path("/tmp") / f"{name}.log"
     server = ModelServer(args.chunks, args.interval)
     registry = Path(tempfile.gettempdir()) / f"{name}-models.json"
@@ -206,10 +201,7 @@ def main() -> None:
                 stop(proc)
         server.stop()
         registry.unlink()
-        with admin.connect() as c:
-            c.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"))
-            c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        admin.dispose()
+        drop_database(name)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-PG = "postgresql+psycopg://postgres@127.0.0.1:5432"
+from bench.scratch import drop_database, new_database  # noqa: E402
+
 REDIS = "redis://127.0.0.1:6379/13"
 
 
@@ -106,17 +107,12 @@ def main() -> None:
     args = parser.parse_args()
 
     import redis
-    from sqlalchemy import create_engine, text
 
     from orchestrator.client import Conclave
     from orchestrator.settings import Settings
     from storage import upgrade
 
-    name = f"conclave_bench_{uuid.uuid4().hex[:6]}"
-    admin = create_engine(f"{PG}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-    url = f"{PG}/{name}"
+    name, url = new_database()
     upgrade(url)
     redis.Redis.from_url(args.redis).flushdb()
     log = Path("/tmp") / f"{name}.log"
@@ -157,10 +153,7 @@ def main() -> None:
         print(f"RATIO prefork(2)/threads(32) wall time: {results['prefork'] / results['threads']:.1f}x")
         print(f"RATIO conclave step / bare chain hop: {per_step / hop:.1f}x")
     finally:
-        with admin.connect() as c:
-            c.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"))
-            c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        admin.dispose()
+        drop_database(name)
 
 
 if __name__ == "__main__":
