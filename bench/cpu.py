@@ -74,10 +74,12 @@ IDLE_SECONDS = 5.0
 CELERY = [("celery: task tracing, results, chords", ("celery/app/trace.py",)),
           ("celery: consumer loop, kombu", ("celery/worker/", "kombu/"))]
 CONCLAVE_PARTS = [
-    ("model stream, the guard's producer thread (HTTP read, SSE decoding, queue)", ("llm-stream-",)),
-    ("the bus sender thread (pipelined PUBLISH)", ("RedisBus._send_loop",)),
+    ("the guard's producer thread: the first event (request, headers)", ("llm-stream-",)),
+    ("the bus sender thread (PUBLISH packed, one write per batch)", ("RedisBus._send_loop",)),
     ("chunk publish call (JSON, queue)", ("RedisBus.publish",)),
-    ("the guard's consumer (queue wait, on_text)", ("_consume_stream",)),
+    ("on_text (the chunk message, metrics)", ("_Timed.__call__",)),
+    ("the stream read inline: HTTP read, SSE decoding", ("_read_inline",)),
+    ("the guard waiting for the first event", ("_consume_stream",)),
     ("claim", ("PhaseRunner.claim",)), ("prompt", ("PhaseRunner.prepare",)), ("usage row", ("record_usage",)),
     ("completion", ("PhaseRunner.complete",)), ("advance", ("Coordinator.advance",)),
     ("lease heartbeat", ("tasks/lease.py",)), ("housekeeper", ("tasks/housekeeping.py",)),

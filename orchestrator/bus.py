@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import json
 import logging
 import os
@@ -89,17 +90,23 @@ class _MemorySubscription:
 class RedisBus:
     """Redis pub/sub, one channel per plan. Publishing never raises and never waits on
     Redis: a message is queued, and one sender thread per process sends everything
-    queued in one pipeline (one round trip for a burst of chunks, in publish order).
+    queued in one write (:class:`_Sender`; a burst of chunks in publish order).
     A lost message costs a watcher some liveness, never a phase its result; when Redis
     is away the queue is bounded and the oldest messages are dropped first."""
 
     MAX_QUEUED = 10_000
+    LINGER = 0.001  # seconds a lone message waits for company before it is written
+    LINGER_BATCH = 8  # ... unless this many are already queued
 
     def __init__(self, url: str) -> None:
         import redis
 
         self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._lock = lock
+        self._wake = threading.Condition(lock)  # the sender waits here for messages
+        self._done = threading.Condition(lock)  # flush() waits here for the sender
+        self._idle = False  # the sender waits for a message, not lingering: a publish wakes it
         self._queue: collections.deque[tuple[str, str]] = collections.deque()
         self._sender: threading.Thread | None = None
         self._pid = 0
@@ -113,7 +120,7 @@ class RedisBus:
 
     def publish(self, plan_id: str, message: dict[str, Any]) -> None:
         item = (self.channel(plan_id), json.dumps(message))
-        with self._cond:
+        with self._lock:
             if self._closed:
                 return
             if self._pid != os.getpid():  # first use, or a forked child: the thread did not survive
@@ -125,54 +132,142 @@ class RedisBus:
                 self._queue.popleft()
                 self._dropped += 1
             self._queue.append(item)
-            self._cond.notify()
+            if self._idle:
+                self._idle = False
+                self._wake.notify()
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until everything queued so far was handed to Redis (or dropped)."""
         deadline = time.monotonic() + timeout
-        with self._cond:
+        with self._lock:
             while self._queue or self._sending:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                self._cond.wait(left)
+                self._done.wait(left)
         return True
 
     def close(self, timeout: float = 2.0) -> None:
         """Send what is queued (up to ``timeout``), then stop the sender."""
         self.flush(timeout)
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
+            self._wake.notify_all()
+            self._done.notify_all()
 
     def _send_loop(self) -> None:
+        sender = _Sender(self._redis)
         while True:
-            with self._cond:
+            with self._lock:
                 while not self._queue and not self._closed:
-                    self._cond.wait()
+                    self._idle = True
+                    self._wake.wait()
+                self._idle = False
                 if self._closed and not self._queue:
+                    sender.reset()
                     return
+                if len(self._queue) < self.LINGER_BATCH and not self._closed:
+                    self._wake.wait(self.LINGER)  # a few more may come: one wake and one write for them
                 batch, self._queue = self._queue, collections.deque()
                 self._sending = True
             try:
-                pipe = self._redis.pipeline(transaction=False)
-                for channel, data in batch:
-                    pipe.publish(channel, data)
-                pipe.execute()
+                sender.send(batch)
             except Exception as exc:  # the bus is an accelerator; never fail a phase over it
+                sender.reset()
                 log.warning("bus publish failed (%d messages lost): %s", len(batch), exc,
                             extra={"action": "bus.publish_failed"})
             finally:
-                with self._cond:
+                with self._lock:
                     self._sending = False
                     dropped, self._dropped = self._dropped, 0
-                    self._cond.notify_all()
+                    self._done.notify_all()
                 if dropped:
                     log.warning("bus queue full: %d oldest messages dropped", dropped,
                                 extra={"action": "bus.publish_failed"})
 
     def subscribe(self, plan_id: str) -> Subscription:
         return _RedisSubscription(self._redis, self.channel(plan_id))
+
+
+class _Sender:
+    """The sender thread's own connection. A batch is one write of PUBLISH commands
+    packed here, not a redis-py pipeline. When the server has ``CLIENT REPLY``
+    (Redis 3.2 and later) the connection turns replies off: a publish costs about a
+    microsecond of CPU and nothing is read back. A server without it, or one that
+    refuses it (some proxies), gets the same write and its replies read, an error
+    among them failing the batch. A failed write drops the connection; the next
+    batch connects again."""
+
+    def __init__(self, client: Any) -> None:
+        self._pool = client.connection_pool
+        self._conn: Any = None
+        self._quiet = False  # replies are off on this connection
+
+    def send(self, batch: Iterable[tuple[str, str]]) -> None:
+        from redis.exceptions import ConnectionError as Disconnected
+
+        packed = [_publish_command(channel, data) for channel, data in batch]
+        try:
+            self._write(packed)
+        except Disconnected:  # nothing of it reached a server that is still there: once more, anew
+            self.reset()
+            self._write(packed)
+
+    def _write(self, packed: list[bytes]) -> None:
+        conn = self._conn if self._conn is not None and not self._stale() else self._connect()
+        conn.send_packed_command([b"".join(packed)], check_health=False)
+        if not self._quiet:
+            for _ in packed:
+                conn.read_response()
+
+    def _stale(self) -> bool:
+        """A quiet connection is never sent anything: if it is readable, the server closed
+        it (it restarted, or dropped an idle client), and a write would go nowhere."""
+        if not self._quiet:
+            return False
+        try:
+            stale = bool(self._conn.can_read(timeout=0))
+        except Exception:
+            stale = True
+        if stale:
+            self.reset()
+        return stale
+
+    def reset(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.disconnect()
+            except Exception:
+                pass
+        self._conn = None
+
+    def _connect(self) -> Any:
+        from redis.exceptions import ResponseError
+
+        conn = self._pool.make_connection()
+        conn.connect()  # authenticates and selects the database, with replies
+        # OFF sends no reply and ON answers OK, so one reply tells whether the server has it
+        conn.send_packed_command([_command(b"CLIENT", b"REPLY", b"OFF"), _command(b"CLIENT", b"REPLY", b"ON")],
+                                 check_health=False)
+        try:
+            self._quiet = conn.read_response() in (b"OK", "OK")
+        except ResponseError:  # both were refused: two errors to read
+            self._quiet = False
+            with contextlib.suppress(ResponseError):
+                conn.read_response()
+        if self._quiet:
+            conn.send_packed_command([_command(b"CLIENT", b"REPLY", b"OFF")], check_health=False)
+        self._conn = conn
+        return conn
+
+
+def _command(*args: bytes) -> bytes:
+    return b"*%d\r\n%b" % (len(args), b"".join(b"$%d\r\n%b\r\n" % (len(arg), arg) for arg in args))
+
+
+def _publish_command(channel: str, data: str) -> bytes:
+    c, d = channel.encode(), data.encode()
+    return b"*3\r\n$7\r\nPUBLISH\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(c), c, len(d), d)
 
 
 class _RedisSubscription:

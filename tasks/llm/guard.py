@@ -5,10 +5,16 @@ but never sent its first chunk hung a whole board meeting, and the first fix
 then re-broadcast the full text on top of a stream that broke half-way. This
 module makes both impossible:
 
-* the provider's stream runs in a producer thread that feeds a queue; the
+* the stream's first event is read by a producer thread that feeds a queue; the
   caller's thread waits on the queue with timeouts, so no read can block it:
   ``first_chunk_timeout`` until the first text, ``idle_timeout`` between events,
-  ``deadline`` overall, and ``should_stop()`` is polled every ``POLL_INTERVAL``;
+  ``deadline`` overall, and ``should_stop()`` is polled every ``POLL_INTERVAL``.
+  A stream that can be aborted (every network provider's, the offline model's) is
+  then handed over: its response is open, so the caller reads the rest itself,
+  with no thread switch per chunk, while the process's watchdog
+  (:mod:`tasks.llm.watchdog`) keeps the same clocks and polls ``should_stop()``,
+  and aborts the stream when one runs out, which ends the blocked read. A stream
+  without ``abort()`` stays with its producer to the end;
 * no first chunk, an empty stream, or a stream error before any text (other
   than rate limiting and fatal errors, which a non-streaming call would meet
   too) fall back to ``provider.complete()`` — itself run in a thread and bounded
@@ -22,7 +28,7 @@ module makes both impossible:
   ``source="estimated"``; an error raised after the provider reported usage
   carries that usage.
 
-When the guard gives up on a stream it stops the producer: it calls the
+When the guard gives up on a stream still with its producer, it stops the producer: it calls the
 stream's ``abort()`` if it has one (network providers shut the socket down,
 which wakes a blocked read), and the producer then ``close()``s the generator
 in its own thread (closing the HTTP response). A stream without ``abort()``
@@ -38,7 +44,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,17 +58,17 @@ from tasks.llm.errors import (
     StreamStalled,
 )
 from tasks.llm.types import ChatRequest, Completion, ModelSpec, Provider, TextDelta, Usage, UsageReport
+from tasks.llm.watchdog import CANCELLED, POLL_INTERVAL, WATCHDOG, Watch
 
 logger = logging.getLogger(__name__)
 
-POLL_INTERVAL = 0.25  # seconds between should_stop() polls while waiting
 REPLAY_CHUNK = 24  # characters per on_text call when replaying a fallback
 JOIN_GRACE = 1.0  # seconds to wait for a stopped producer before leaving it behind
 
 OnText = Callable[[str], None]
 ShouldStop = Callable[[], bool]
 
-_EVENT, _END, _ERROR = "event", "end", "error"
+_EVENT, _END, _ERROR, _HANDOVER = "event", "end", "error", "handover"
 
 
 @dataclass
@@ -139,18 +145,23 @@ def _consume_stream(
     usage: Usage | None = None
     try:
         stream = provider.stream(spec, request)
+        iterator = iter(stream)  # one iterator, read first by the producer, then perhaps here
     except Exception as exc:
         return _Outcome("", None, exc, "error")
     events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
     stop = threading.Event()
+    # an abortable stream is handed over after its first event (its response is open then);
+    # ``handed`` is set once the producer has let go of it, so that its reader closes it
+    handover, handed = callable(getattr(stream, "abort", None)), threading.Event()
     # in the caller's context: its log context and its trace (the HTTP request is made there)
     producer = threading.Thread(
-        target=contextvars.copy_context().run, args=(_produce, stream, events, stop),
+        target=contextvars.copy_context().run, args=(_produce, stream, iterator, events, stop, handover, handed),
         name=f"llm-stream-{spec.name}", daemon=True,
     )
     producer.start()
     last_event = started
-    finished = False  # the producer reported its end: nothing to abort
+    finished = False  # the producer reported its end (or handed the stream over): nothing to abort
+    handed_over = False
     try:
         while True:
             if should_stop():
@@ -174,6 +185,13 @@ def _consume_stream(
                 continue
             last_event = clock()
             finished = kind != _EVENT
+            if kind == _HANDOVER:
+                handed_over = True
+                producer.join()  # it returns right after handing over
+                watch = Watch(stream.abort, should_stop, first_due=started + spec.first_chunk_timeout,
+                              idle=spec.idle_timeout, deadline_at=deadline_at, clock=clock,
+                              has_text=bool(parts), last_event=last_event)
+                return _read_inline(iterator, watch, parts, usage, spec, request, on_text, should_stop)
             if kind == _END:
                 return _Outcome("".join(parts), usage, None, "end")
             if kind == _ERROR:
@@ -184,21 +202,79 @@ def _consume_stream(
             elif isinstance(payload, UsageReport):
                 usage = payload.usage
     finally:
-        _stop_producer(stream, stop, producer, spec, abort=not finished)
+        if not handed_over:
+            _stop_producer(stream, stop, producer, spec, abort=not finished)
+        if handed.is_set():  # read here, or given up on just as it was handed over
+            _close(stream, iterator)
 
 
-def _produce(stream: Any, events: queue.SimpleQueue[tuple[str, Any]], stop: threading.Event) -> None:
-    """Producer thread body: forwards everything, including errors, and always closes."""
+def _read_inline(
+    iterator: Iterator[Any],
+    watch: Watch,
+    parts: list[str],
+    usage: Usage | None,
+    spec: ModelSpec,
+    request: ChatRequest,
+    on_text: OnText,
+    should_stop: ShouldStop,
+) -> _Outcome:
+    """The rest of an abortable stream, read on the caller's thread while the process's
+    watchdog keeps its clocks: a due stream is aborted, which ends the blocked read."""
+    with WATCHDOG.watching(watch):
+        while True:
+            try:
+                event = next(iterator)
+            except StopIteration:
+                return _Outcome("".join(parts), usage, None, "end")
+            except Exception as exc:
+                if watch.reason == CANCELLED:
+                    raise CallCancelled(f"model {spec.name!r}: cancelled",
+                                        usage=_known(usage, request, parts)) from None
+                if watch.reason is not None:
+                    return _Outcome("".join(parts), usage,
+                                    StreamStalled(f"model {spec.name!r}: {watch.reason}"), watch.reason)
+                return _Outcome("".join(parts), usage, exc, "error")
+            is_text = isinstance(event, TextDelta) and bool(event.text)
+            watch.saw(text=is_text)
+            if should_stop():
+                raise CallCancelled(f"model {spec.name!r}: cancelled", usage=_known(usage, request, parts))
+            if is_text:
+                parts.append(event.text)
+                on_text(event.text)
+            elif isinstance(event, UsageReport):
+                usage = event.usage
+
+
+def _produce(
+    stream: Any,
+    iterator: Iterator[Any],
+    events: queue.SimpleQueue[tuple[str, Any]],
+    stop: threading.Event,
+    handover: bool,
+    handed: threading.Event,
+) -> None:
+    """Producer thread body: forwards everything, including errors, and always closes —
+    except a stream it hands over after its first event, which its reader closes."""
     try:
-        for event in stream:
+        for event in iterator:
             if stop.is_set():
                 return
             events.put((_EVENT, event))
+            if handover:
+                handed.set()
+                events.put((_HANDOVER, None))
+                return
         events.put((_END, None))
     except BaseException as exc:  # forwarded to the consumer, never left unhandled in a thread
         events.put((_ERROR, exc))
     finally:
-        close = getattr(stream, "close", None)
+        if not handed.is_set():
+            _close(stream, iterator)
+
+
+def _close(stream: Any, iterator: Iterator[Any]) -> None:
+    for closing in (iterator,) if iterator is stream else (iterator, stream):
+        close = getattr(closing, "close", None)
         if callable(close):
             try:
                 close()

@@ -4,6 +4,7 @@ gone — while the messages queued meanwhile are bounded and dropped oldest firs
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -88,3 +89,81 @@ def test_a_forked_child_publishes_with_its_own_sender(redis_url: str) -> None:
     assert os.waitstatus_to_exitcode(status) == 0
     assert [m["from"] for m in collect(sub, 2)] == ["parent", "child"]
     bus.close()
+
+
+def test_after_a_redis_restart_the_next_message_is_not_lost(redis_server: RedisServer) -> None:
+    """The sender's connection has replies off, so nothing tells it that Redis went
+    away; it must notice before it writes, not lose the first message after."""
+    bus = RedisBus(redis_server.url(0))
+    bus.publish("p5", {"n": 0})
+    assert bus.flush(5.0)
+    redis_server.restart()
+    sub = RedisBus(redis_server.url(0)).subscribe("p5")
+    time.sleep(0.2)
+    bus.publish("p5", {"n": 1})
+    assert bus.flush(5.0)
+    assert [m["n"] for m in collect(sub, 1)] == [1]
+    sub.close()
+    bus.close()
+
+
+class ProxyWithoutClientReply:
+    """A RESP server that refuses every CLIENT command (as some proxies do), answers
+    HELLO and PUBLISH, and records what it was published."""
+
+    def __init__(self, refuse_publish: bool = False) -> None:
+        self.published: list[tuple[str, str]] = []
+        self.refused: list[str] = []
+        self._refuse_publish = refuse_publish
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"redis://127.0.0.1:{self._listener.getsockname()[1]}/0"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._client, args=(conn.makefile("rb"), conn), daemon=True).start()
+
+    def _client(self, reader: Any, conn: socket.socket) -> None:
+        while (line := reader.readline()).startswith(b"*"):
+            args = []
+            for _ in range(int(line[1:])):
+                size = int(reader.readline()[1:])
+                args.append(reader.read(size + 2)[:-2].decode())
+            if args[0].upper() == "HELLO":  # redis-py speaks RESP3: a map with the protocol
+                conn.sendall(b"%1\r\n$5\r\nproto\r\n:3\r\n")
+            elif args[0].upper() == "PUBLISH" and not self._refuse_publish:
+                self.published.append((args[1], args[2]))
+                conn.sendall(b":1\r\n")
+            else:
+                self.refused.append(" ".join(args[:2]).upper())
+                conn.sendall(b"-ERR unknown command\r\n")
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def test_a_server_without_client_reply_gets_every_message_and_its_replies_are_read() -> None:
+    proxy = ProxyWithoutClientReply()
+    bus = RedisBus(proxy.url)
+    for seq in range(300):
+        bus.publish("p6", {"seq": seq})
+    assert bus.flush(10.0)
+    assert [json.loads(data)["seq"] for _, data in proxy.published] == list(range(300))
+    assert {channel for channel, _ in proxy.published} == {RedisBus.channel("p6")}
+    assert "CLIENT REPLY" in proxy.refused  # it asked, was refused, and read the replies instead
+    bus.close()
+    proxy.close()
+
+
+def test_an_error_reply_fails_the_batch_loudly(caplog: Any) -> None:
+    proxy = ProxyWithoutClientReply(refuse_publish=True)
+    bus = RedisBus(proxy.url)
+    bus.publish("p7", {"n": 1})
+    assert bus.flush(10.0)
+    assert any("bus publish failed (1 messages lost)" in r.getMessage() for r in caplog.records)
+    bus.close()
+    proxy.close()

@@ -229,3 +229,107 @@ def test_a_stream_without_abort_is_closed_once_it_wakes() -> None:
     provider.release.set()
     assert provider.closed.wait(2)  # the producer closed the generator; "late" was never shown
     assert shown == ["from complete"]
+
+
+# an abortable stream is read on the caller's thread after its first event -----------------------
+class Abortable:
+    """An abortable stream that records which thread reads each of its events."""
+
+    def __init__(self, pieces: int, gap: float = 0.0, hang_after: int | None = None) -> None:
+        self.pieces, self.gap, self.hang_after = pieces, gap, hang_after
+        self.readers: list[int] = []
+        self.aborted = threading.Event()
+        self.closed = threading.Event()
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Abortable:
+        return self
+
+    def __iter__(self) -> Iterator[TextDelta]:
+        try:
+            for n in range(self.pieces):
+                if n == self.hang_after:
+                    self.aborted.wait(HANG)
+                if self.aborted.wait(self.gap) if self.gap else self.aborted.is_set():
+                    raise StreamStalled("aborted")
+                self.readers.append(threading.get_ident())
+                yield TextDelta(f"p{n} ")
+        finally:
+            self.closed.set()
+
+    def abort(self) -> None:
+        self.aborted.set()
+
+    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
+        raise AssertionError("a stream that showed text is never completed again")
+
+
+def test_an_abortable_stream_is_read_on_the_callers_thread() -> None:
+    provider = Abortable(pieces=50)
+    shown_on: list[int] = []
+    spec = ModelSpec(name="fake", provider="fake", first_chunk_timeout=TIMEOUT, idle_timeout=TIMEOUT)
+    completion = guarded_call(provider, spec, REQUEST, on_text=lambda text: shown_on.append(threading.get_ident()))
+    caller = threading.get_ident()
+    assert completion.text == "".join(f"p{n} " for n in range(50)) and not completion.truncated
+    assert provider.readers[0] != caller  # the first event: a producer, which nothing can block
+    assert set(provider.readers[1:]) == {caller}  # the other 49: no thread switch per chunk
+    assert set(shown_on) == {caller} and len(shown_on) == 50
+    assert provider.closed.is_set() and not provider.aborted.is_set()
+    assert stream_threads() == []
+
+
+def test_the_watchdog_ends_a_read_blocked_after_the_handover() -> None:
+    provider = Abortable(pieces=10, hang_after=3)
+    spec = ModelSpec(name="fake", provider="fake", first_chunk_timeout=TIMEOUT, idle_timeout=TIMEOUT, deadline=30)
+    started = time.monotonic()
+    completion = guarded_call(provider, spec, REQUEST)
+    assert completion.truncated and completion.finish_reason == "idle_timeout"
+    assert completion.text == "p0 p1 p2 "
+    assert provider.aborted.is_set() and provider.closed.is_set()
+    assert time.monotonic() - started < HANG / 2  # the abort woke the read, not the hang ending
+
+
+def test_should_stop_cancels_a_read_blocked_after_the_handover(server: LLMServer) -> None:
+    stop = threading.Event()
+    shown: list[str] = []
+
+    def show(text: str) -> None:
+        shown.append(text)
+        if len(shown) == 2:  # the server stalls after its second piece: cancel then, while it hangs
+            threading.Timer(0.2, stop.set).start()
+
+    started = time.monotonic()
+    with pytest.raises(CallCancelled) as raised:
+        guarded_call(PROVIDERS["openai"], spec_for(server, "stall-mid", idle_timeout=30, deadline=60),
+                     REQUEST, on_text=show, should_stop=stop.is_set)
+    assert raised.value.message == "model 'stall-mid': cancelled"
+    assert "".join(shown) == DEFAULT_REPLY[:16]
+    assert time.monotonic() - started < 5  # the watchdog's poll, not the idle timeout of 30 s
+    assert server.count(stream=False) == 0
+    assert stream_threads() == []
+
+
+class StallsAfterText:
+    """A plain generator without abort() that shows text, then blocks."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[TextDelta]:
+        yield TextDelta("early ")
+        self.release.wait(HANG)
+        yield TextDelta("late")
+
+    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
+        raise AssertionError("a stream that showed text is never completed again")
+
+
+def test_a_stream_without_abort_that_stalls_after_text_is_truncated() -> None:
+    provider = StallsAfterText()
+    spec = ModelSpec(name="fake", provider="fake", first_chunk_timeout=TIMEOUT, idle_timeout=TIMEOUT, deadline=30)
+    shown: list[str] = []
+    try:
+        completion = guarded_call(provider, spec, REQUEST, on_text=shown.append)
+    finally:
+        provider.release.set()
+    assert completion.truncated and completion.finish_reason == "idle_timeout"  # not "deadline"
+    assert shown == ["early "] and completion.text == "early "

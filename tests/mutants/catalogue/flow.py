@@ -58,8 +58,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         "idle-timeout-ignored", "I15", "tasks/llm/guard.py",
         '(last_event + spec.idle_timeout, "idle_timeout")',
         '(last_event + spec.deadline, "idle_timeout")',
-        tests=(f"{GUARD}::test_idle_timeout_after_partial_text_is_truncated",),
-        why="a stream that stalls after partial text holds the call until the deadline"),
+        tests=(f"{GUARD}::test_a_stream_without_abort_that_stalls_after_text_is_truncated",),
+        why="a stream without abort() that stalls after partial text holds the call until the deadline"),
+    mutation(
+        "watchdog-idle-timeout-ignored", "I15", "tasks/llm/watchdog.py",
+        '(self.last_event + self._idle, "idle_timeout")',
+        '(self.last_event + 86400.0, "idle_timeout")',
+        tests=(f"{GUARD}::test_idle_timeout_after_partial_text_is_truncated",
+               f"{GUARD}::test_the_watchdog_ends_a_read_blocked_after_the_handover"),
+        why="a stream read on its caller's thread that stalls after partial text holds the call until "
+            "the deadline"),
     mutation(
         "deadline-ignored", "I15", "tasks/llm/guard.py",
         "    deadline_at = started + spec.deadline\n",
@@ -68,11 +76,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="a call whose fallback hangs is never given up"),
     mutation(
         "stream-not-cancellable", "I15", "tasks/llm/guard.py",
-        "            if should_stop():\n"
-        '                raise CallCancelled(f"model {spec.name!r}: cancelled", usage=_known(usage, request, parts))',
-        "            if False:\n"
-        '                raise CallCancelled(f"model {spec.name!r}: cancelled", usage=_known(usage, request, parts))',
-        tests=(f"{GUARD}::test_should_stop_cancels_a_running_stream_promptly",
-               f"{GUARD}::test_should_stop_cancels_while_waiting_for_the_first_chunk"),
-        why="a cancelled or taken-over call keeps streaming to the end"),
+        "        while True:\n            if should_stop():\n",
+        "        while True:\n            if False:\n",
+        tests=(f"{GUARD}::test_should_stop_cancels_while_waiting_for_the_first_chunk",),
+        why="a call cancelled or taken over while it waits for its first chunk keeps waiting"),
+    mutation(
+        "inline-read-not-cancellable", "I15", "tasks/llm/guard.py",
+        "            watch.saw(text=is_text)\n            if should_stop():\n",
+        "            watch.saw(text=is_text)\n            if False:\n",
+        tests=(f"{GUARD}::test_should_stop_cancels_a_running_stream_promptly",),
+        why="a stream read on its caller's thread shows more text after its call was cancelled"),
+    mutation(
+        "watchdog-ignores-should-stop", "I15", "tasks/llm/watchdog.py",
+        "            stop = self._should_stop()\n",
+        "            stop = False\n",
+        tests=(f"{GUARD}::test_should_stop_cancels_a_read_blocked_after_the_handover",),
+        why="a cancelled call whose stream is blocked in a read waits for its idle timeout"),
 )
