@@ -260,8 +260,8 @@ class HttpEventStream:
         self._aborted = False
         self._events = events(self)
 
-    def __iter__(self) -> HttpEventStream:
-        return self
+    def __iter__(self) -> Iterator[StreamEvent]:
+        return self._events  # read directly, without a call of __next__ per event
 
     def __next__(self) -> StreamEvent:
         return next(self._events)
