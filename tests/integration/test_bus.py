@@ -1,5 +1,5 @@
 """The Redis bus on a real Redis: messages arrive in publish order, a burst costs one
-pipeline, and publishing never waits on Redis — not when it is slow, not when it is
+write, and publishing never waits on Redis — not when it is slow, not when it is
 gone — while the messages queued meanwhile are bounded and dropped oldest first."""
 
 from __future__ import annotations
