@@ -92,11 +92,13 @@ class RedisBus:
     Redis: a message is queued, and one sender thread per process sends everything
     queued in one write (:class:`_Sender`; a burst of chunks in publish order).
     A lost message costs a watcher some liveness, never a phase its result; when Redis
-    is away the queue is bounded and the oldest messages are dropped first."""
+    is away the sender backs off (each failure logged), the queue is bounded and the
+    oldest messages are dropped first."""
 
     MAX_QUEUED = 10_000
     LINGER = 0.001  # seconds a lone message waits for company before it is written
     LINGER_BATCH = 8  # ... unless this many are already queued
+    BACKOFF, MAX_BACKOFF = 0.05, 5.0  # seconds before the next try after failures in a row: doubling, capped
 
     def __init__(self, url: str) -> None:
         import redis
@@ -157,6 +159,7 @@ class RedisBus:
 
     def _send_loop(self) -> None:
         sender = _Sender(self._redis)
+        failures = 0  # in a row: while Redis is away the sender backs off, the queue stays bounded
         while True:
             with self._lock:
                 while not self._queue and not self._closed:
@@ -172,8 +175,10 @@ class RedisBus:
                 self._sending = True
             try:
                 sender.send(batch)
+                failures = 0
             except Exception as exc:  # the bus is an accelerator; never fail a phase over it
                 sender.reset()
+                failures += 1
                 log.warning("bus publish failed (%d messages lost): %s", len(batch), exc,
                             extra={"action": "bus.publish_failed"})
             finally:
@@ -184,6 +189,10 @@ class RedisBus:
                 if dropped:
                     log.warning("bus queue full: %d oldest messages dropped", dropped,
                                 extra={"action": "bus.publish_failed"})
+            if failures:
+                with self._lock:
+                    if not self._closed:  # close() wakes it
+                        self._wake.wait(min(self.MAX_BACKOFF, self.BACKOFF * 2 ** (failures - 1)))
 
     def subscribe(self, plan_id: str) -> Subscription:
         return _RedisSubscription(self._redis, self.channel(plan_id))

@@ -167,3 +167,20 @@ def test_an_error_reply_fails_the_batch_loudly(caplog: Any) -> None:
     assert any("bus publish failed (1 messages lost)" in r.getMessage() for r in caplog.records)
     bus.close()
     proxy.close()
+
+
+def test_while_redis_is_away_the_sender_backs_off(caplog: Any) -> None:
+    """Nothing listens on the port: each try fails at once. The sender must not turn that
+    into a connection attempt and a warning per message."""
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    port = free.getsockname()[1]
+    free.close()
+    bus = RedisBus(f"redis://127.0.0.1:{port}/0")
+    for n in range(200):  # one second of chunks, 5 ms apart
+        bus.publish("p8", {"n": n})
+        time.sleep(0.005)
+    failures = [r for r in caplog.records if "bus publish failed" in r.getMessage()]
+    assert 1 <= len(failures) <= 8, len(failures)  # 50 ms, doubling: not one per message
+    assert len(bus._queue) > 0  # what it could not send waits, bounded, for Redis to return
+    bus.close(timeout=0.1)
