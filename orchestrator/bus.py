@@ -215,7 +215,7 @@ class _Sender:
     def send(self, batch: Iterable[tuple[str, str]]) -> None:
         from redis.exceptions import ConnectionError as Disconnected
 
-        packed = [_publish_command(channel, data) for channel, data in batch]
+        packed = [_command(b"PUBLISH", channel.encode(), data.encode()) for channel, data in batch]
         try:
             self._write(packed)
         except Disconnected:  # nothing of it reached a server that is still there: once more, anew
@@ -271,12 +271,9 @@ class _Sender:
 
 
 def _command(*args: bytes) -> bytes:
+    """One command in RESP, as redis-py would pack it."""
     return b"*%d\r\n%b" % (len(args), b"".join(b"$%d\r\n%b\r\n" % (len(arg), arg) for arg in args))
 
-
-def _publish_command(channel: str, data: str) -> bytes:
-    c, d = channel.encode(), data.encode()
-    return b"*3\r\n$7\r\nPUBLISH\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(c), c, len(d), d)
 
 
 class _RedisSubscription:
