@@ -32,8 +32,8 @@ from typing import Any
 import redis
 from celery import chain, chord
 
-from orchestrator.celery_app import build_app
-from orchestrator.settings import Settings
+from orchestrator.core.settings import Settings
+from orchestrator.fleet.celery_app import build_app
 
 QUEUE = "bare"
 
@@ -69,8 +69,8 @@ def _clients() -> tuple[Any, Any]:
 def speak(prior: Any, call: dict[str, Any]) -> dict[str, list[str]]:
     """One phase's work without durability. ``prior``: the texts so far, ``{source: [title,
     text]}`` (a list of them after a chord); ``call``: the request a Conclave phase made."""
-    from tasks.llm.offline.provider import OfflineProvider
-    from tasks.llm.types import ChatRequest, ContextBlock, ModelSpec, TextDelta
+    from orchestrator.gateway.providers.offline.provider import OfflineProvider
+    from orchestrator.gateway.types import ChatRequest, ContextBlock, ModelSpec, TextDelta
 
     texts: dict[str, list[str]] = {}
     for part in prior if isinstance(prior, list) else [prior or {}]:

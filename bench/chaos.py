@@ -209,8 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     client: Any = None
     keep_logs = False
     try:
-        from orchestrator.client import Conclave
-        from orchestrator.settings import Settings
+        from orchestrator.client.conclave import Conclave
+        from orchestrator.core.settings import Settings
         from storage import upgrade
 
         upgrade(db_url)

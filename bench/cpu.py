@@ -164,7 +164,7 @@ class Window:
 
 def run_conclave(settings: Any, server: ModelServer, plans: int, experts: list[tuple[str, str]], log: Path,
                  profile: Path | None) -> Run:
-    from orchestrator.client import Conclave
+    from orchestrator.client.conclave import Conclave
 
     worker = start_worker(settings, "threads", CONCURRENCY, log)
     client = Conclave(settings, worker=False)
@@ -192,7 +192,7 @@ def run_bare(settings: Any, server: ModelServer, plans: int, experts: list[tuple
     from sqlalchemy import create_engine, text
 
     from bench.bare import team_canvas
-    from orchestrator.celery_app import build_app
+    from orchestrator.fleet.celery_app import build_app
 
     pg_url = settings.effective_database_url.replace("postgresql+psycopg://", "postgresql://")
     cmd = [sys.executable, "-m", "celery", "-A", "bench.bare", "worker", "--pool", "threads", "--concurrency",
@@ -254,7 +254,7 @@ def main() -> None:
     import redis
     from sqlalchemy import create_engine, text
 
-    from orchestrator.settings import Settings
+    from orchestrator.core.settings import Settings
     from storage import upgrade
 
     if args.profile is not None:

@@ -151,10 +151,10 @@ class Site:
     def __init__(self, url: str, finished: int, live: int) -> None:
         from sqlalchemy import create_engine
 
-        from orchestrator.bus import MemoryBus
-        from orchestrator.coordinator import Coordinator
-        from orchestrator.dispatch import RecordingDispatcher
-        from orchestrator.settings import Settings
+        from orchestrator.control.coordinator import Coordinator
+        from orchestrator.control.dispatch import RecordingDispatcher
+        from orchestrator.core.bus import MemoryBus
+        from orchestrator.core.settings import Settings
         from storage import connect, upgrade
 
         upgrade(url)

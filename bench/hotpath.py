@@ -1,7 +1,7 @@
 """The durable hot path against its goals (issue 9, goals 2 and 3), measured in one run.
 
 Goal 2 — SQL statements per completed phase, COMMITs included, counted in the WORKER with
-SQLAlchemy events (``storage.sqlcount.StatementCounter``: every cursor execute plus every
+SQLAlchemy events (``tests.sqlcount.StatementCounter``: every cursor execute plus every
 COMMIT/ROLLBACK of a real transaction), for 5 board plans and for a 200-phase team plan,
 with claim and completion shown separately (they must not grow with the plan). The worker
 runs in this process (a real Celery ``WorkController`` on the threads pool, consuming from
@@ -81,14 +81,14 @@ def count_statements(settings: Any, docs: list[dict[str, Any]]) -> dict[str, Any
     """Run ``docs`` to completion on an in-process worker; the statements each side sent."""
     from celery.contrib.testing.worker import start_worker as in_process
 
-    from orchestrator.bus import RedisBus
-    from orchestrator.celery_app import QUEUE, Shared, build_app, share
-    from orchestrator.client import Conclave
-    from orchestrator.coordinator import Coordinator
-    from orchestrator.dispatch import CeleryDispatcher
+    from orchestrator.client.conclave import Conclave
+    from orchestrator.control.coordinator import Coordinator
+    from orchestrator.control.dispatch import CeleryDispatcher
+    from orchestrator.core.bus import RedisBus
+    from orchestrator.fleet.celery_app import QUEUE, Shared, build_app, share
     from storage import connect
-    from storage.sqlcount import StatementCounter
     from tasks import runtime
+    from tests.sqlcount import StatementCounter
 
     app = build_app(settings)
     db = connect(settings.effective_database_url, pool_size=settings.concurrency + 2)
@@ -155,8 +155,8 @@ def overhead(settings: Any, runs: int, log: Path, calls: list[dict[str, Any]]) -
     from sqlalchemy import create_engine, text
 
     from bench.bare import board_canvas, working_canvas
-    from orchestrator.celery_app import build_app
-    from orchestrator.client import Conclave
+    from orchestrator.client.conclave import Conclave
+    from orchestrator.fleet.celery_app import build_app
 
     conclave_worker = start_worker(settings, "threads", 32, log)
     bare_cmd = [sys.executable, "-m", "celery", "-A", "bench.bare", "worker", "--pool", "threads",
@@ -212,13 +212,13 @@ def where_time_goes(settings: Any, boards: int) -> tuple[dict[str, float], list[
     """Mean milliseconds per phase of each part of running it, in this process, without
     Celery (the canvases are run by hand, one phase at a time): the same runner, Postgres
     and Redis bus as a worker's. What a critical-path step costs besides the Celery hop."""
-    from orchestrator.bus import RedisBus
-    from orchestrator.canvas import Advance, Chain, Group, Run, Step
-    from orchestrator.coordinator import Coordinator
-    from orchestrator.dispatch import RecordingDispatcher
+    from orchestrator.control.coordinator import Coordinator
+    from orchestrator.control.dispatch import RecordingDispatcher
+    from orchestrator.core.bus import RedisBus
+    from orchestrator.gateway.model_gateway import default_providers
+    from orchestrator.plan.canvas import Advance, Chain, Group, Run, Step
     from storage import connect
     from tasks.lease import Lease
-    from tasks.llm.gateway import default_providers
     from tasks.runner import PhaseRunner
 
     db = connect(settings.effective_database_url)
@@ -287,7 +287,7 @@ def where_time_goes(settings: Any, boards: int) -> tuple[dict[str, float], list[
 
 def _title(work: Any) -> str:
     """The title a later phase's prompt gives this phase's text (as the prompt builder does)."""
-    from orchestrator.prompts import _block
+    from orchestrator.plan.prompts import _block
 
     return _block(work.plan, work.phase, "").title
 
@@ -302,7 +302,7 @@ def main() -> None:
 
     import redis
 
-    from orchestrator.settings import Settings
+    from orchestrator.core.settings import Settings
     from storage import upgrade
 
     name, url = new_database()

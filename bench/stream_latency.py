@@ -134,8 +134,8 @@ def main() -> None:
     import httpx
     import redis
 
-    from orchestrator.bus import RedisBus
-    from orchestrator.settings import Settings
+    from orchestrator.core.bus import RedisBus
+    from orchestrator.core.settings import Settings
     from storage import upgrade
 
     experts = EXPERTS[:args.experts]

@@ -108,8 +108,8 @@ def main() -> None:
 
     import redis
 
-    from orchestrator.client import Conclave
-    from orchestrator.settings import Settings
+    from orchestrator.client.conclave import Conclave
+    from orchestrator.core.settings import Settings
     from storage import upgrade
 
     name, url = new_database()

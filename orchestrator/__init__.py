@@ -1,25 +1,55 @@
-"""Control plane of Conclave: plan schema, coordinator, CLI and HTTP API.
+"""Control plane of Conclave. Its subpackages, from the ground up (each imports only
+those below it, and :mod:`storage`; ``tests/unit/test_layers.py`` enforces it):
 
-Public surface::
+    gateway    the model gateway: providers, guard, budget, egress
+    core       settings, errors, the live bus, the version
+    briefing   briefing packs: chunking, retrieval, citations
+    plan       the plan model and its compilation: schema, expansion, canvas, prompts, debates
+    logs, metrics, tracing   what a process tells its operator
+    control    the coordinator (commands and reads) and the dispatcher
+    fleet      the Celery app, embedded mode, health, Flower
+    client     the one client, over a local or an HTTP backend
+    api        the HTTP API and the plan page
+    cli.py     ``conclave``
+
+Public surface (loaded on first use, so ``from orchestrator.plan.schema import Plan``
+does not import Celery)::
 
     from orchestrator import Conclave, Settings, InvalidPlan, ConclaveError
 """
 
-from orchestrator.client import Conclave
-from orchestrator.errors import (
-    CapacityExceeded,
-    ConclaveError,
-    InvalidConfiguration,
-    InvalidPlan,
-    PlanConflict,
-    PlanNotFound,
-    ResumeInProgress,
-    ServiceUnavailable,
-    SubmitRateLimited,
-    WaitTimeout,
-)
-from orchestrator.schema import BoardPlan, TeamPlan, load_plan
-from orchestrator.settings import Settings
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.client.conclave import Conclave
+    from orchestrator.core.errors import (
+        CapacityExceeded,
+        ConclaveError,
+        InvalidConfiguration,
+        InvalidPlan,
+        PlanConflict,
+        PlanNotFound,
+        ResumeInProgress,
+        ServiceUnavailable,
+        SubmitRateLimited,
+        WaitTimeout,
+    )
+    from orchestrator.core.settings import Settings
+    from orchestrator.plan.schema import BoardPlan, TeamPlan, load_plan
+
+_WHERE = {
+    "Conclave": "orchestrator.client.conclave",
+    "Settings": "orchestrator.core.settings",
+    "BoardPlan": "orchestrator.plan.schema",
+    "TeamPlan": "orchestrator.plan.schema",
+    "load_plan": "orchestrator.plan.schema",
+    **dict.fromkeys(["CapacityExceeded", "ConclaveError", "InvalidConfiguration", "InvalidPlan", "PlanConflict",
+                     "PlanNotFound", "ResumeInProgress", "ServiceUnavailable", "SubmitRateLimited", "WaitTimeout"],
+                    "orchestrator.core.errors"),
+}
 
 __all__ = [
     "BoardPlan",
@@ -38,3 +68,15 @@ __all__ = [
     "WaitTimeout",
     "load_plan",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'orchestrator' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -24,9 +24,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from orchestrator import tracing
-from orchestrator.briefing.views import CitationView
-from orchestrator.celery_app import build_app
-from orchestrator.errors import (
+from orchestrator.briefing.documents import CitationView
+from orchestrator.core.errors import (
     ConclaveError,
     Forbidden,
     InvalidConfiguration,
@@ -35,10 +34,11 @@ from orchestrator.errors import (
     PlanNotFound,
     Unauthorized,
 )
+from orchestrator.core.settings import Settings, settings_errors
+from orchestrator.core.version import __version__
+from orchestrator.fleet.celery_app import build_app
 from orchestrator.logs import configure, context_in_worker_logs, quiet_beat
-from orchestrator.settings import Settings, settings_errors
-from orchestrator.version import __version__
-from orchestrator.views import PlanView
+from orchestrator.plan.views import PlanView
 from storage.status import PlanStatus
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -79,7 +79,7 @@ def _client(settings: Settings, *, worker: bool = True, url: str | None = None, 
     """A client: of the HTTP API at ``url`` if given, else of the configured database; in
     embedded mode ``worker`` says whether it runs the in-process worker (commands that only
     read or flag stored state do not)."""
-    from orchestrator.client import Conclave
+    from orchestrator.client.conclave import Conclave
 
     if url:
         return Conclave.connect(url, token=token, settings=settings)
@@ -136,7 +136,7 @@ def run(plan: str, as_json: bool, timeout: float | None) -> None:
         if as_json:
             view = client.wait(plan_id, timeout=timeout)
         else:
-            from orchestrator.console import MeetingView
+            from orchestrator.client.console import MeetingView
 
             view = MeetingView(Console(), client, plan_id).follow()
         text = client.coordinator.result_text(plan_id)
@@ -148,7 +148,7 @@ def run(plan: str, as_json: bool, timeout: float | None) -> None:
 def _read_local(plan: str, settings: Settings) -> Any:
     """The plan with its briefing paths read here, on the user's side (relative to the
     plan file); every file left out is listed on stderr with the reason."""
-    from orchestrator.briefing.reading import load_local_plan
+    from orchestrator.client.local_briefing import load_local_plan
 
     local = load_local_plan(plan, settings)
     if local.skipped:
@@ -225,7 +225,7 @@ def watch(plan_id: str, url: str | None, token: str | None) -> None:
     settings = _settings()
     configure(settings, "ERROR")
     with _client(settings, worker=False, url=url, token=token) as client:
-        from orchestrator.console import MeetingView
+        from orchestrator.client.console import MeetingView
 
         view = MeetingView(Console(), client, client.get(plan_id).id).follow()
         sys.exit(_exit_for(view))
@@ -333,7 +333,7 @@ def api(host: str, port: int) -> None:
 
     from orchestrator.api import create_app
     from orchestrator.api.protocol import JsonErrorsProtocol
-    from orchestrator.registry import ModelResolver
+    from orchestrator.plan.registry import ModelResolver
 
     settings = _settings()
     ModelResolver.from_settings(settings)  # a bad model registry refuses to start, naming the field
@@ -358,7 +358,7 @@ def flower(ctx: click.Context, address: str, port: int) -> None:
     CONCLAVE_FLOWER_AUTH=off."""
     import os
 
-    from orchestrator.flower import BASIC_AUTH, basic_auth
+    from orchestrator.fleet.flower import BASIC_AUTH, basic_auth
 
     settings = _settings()
     credentials = basic_auth(settings)
@@ -380,7 +380,7 @@ def health(role: str, hostname: str | None, timeout: float) -> None:
     (a container's health check: a dead, stopped or wedged process does not answer)."""
     from kombu.exceptions import OperationalError
 
-    from orchestrator.health import answers, node_name
+    from orchestrator.fleet.health import answers, node_name
 
     settings = _settings()
     if settings.broker_url is None:
@@ -407,7 +407,7 @@ def db() -> None:
 @_errors
 def db_upgrade(revision: str) -> None:
     """Migrate the configured database to the latest schema."""
-    from orchestrator.errors import storage_boundary
+    from orchestrator.core.errors import storage_boundary
     from storage import upgrade
 
     settings = _settings()
@@ -446,7 +446,7 @@ def _refuse(option: str, message: str) -> None:
 @_errors
 def tokens_create(tenant: str, scopes: tuple[str, ...], name: str | None, as_json: bool) -> None:
     """Create a token and print it (once: store it now)."""
-    from orchestrator.errors import storage_boundary
+    from orchestrator.core.errors import storage_boundary
     from storage import principals
 
     db = _principals_db(_settings())
@@ -472,7 +472,7 @@ def tokens_create(tenant: str, scopes: tuple[str, ...], name: str | None, as_jso
 @_errors
 def tokens_list(tenant: str | None, as_json: bool) -> None:
     """List principals (never their tokens)."""
-    from orchestrator.errors import storage_boundary
+    from orchestrator.core.errors import storage_boundary
     from storage import principals
 
     db = _principals_db(_settings())
@@ -495,7 +495,7 @@ def tokens_list(tenant: str | None, as_json: bool) -> None:
 @_errors
 def tokens_revoke(principal_id: str) -> None:
     """Revoke a token at once (its principal stays listed, as revoked)."""
-    from orchestrator.errors import storage_boundary
+    from orchestrator.core.errors import storage_boundary
     from storage import principals
 
     db = _principals_db(_settings())

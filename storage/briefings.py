@@ -37,9 +37,9 @@ from sqlalchemy import JSON, TextualSelect, func, insert, select, text
 from sqlalchemy.orm import Session
 
 from storage.db import Database
-from storage.errors import NotFound
+from storage.exceptions import NotFound
 from storage.models import Chunk, Document
-from storage.records import ChunkRecord, DocumentRecord, NewDocument
+from storage.read_models import ChunkRecord, DocumentRecord, NewDocument
 
 MAX_QUERY_TERMS = 64
 _WORD = re.compile(r"\w+")

@@ -2,7 +2,7 @@
 
 Repositories open every transaction through :meth:`Database.transaction` (or, for a
 write that is one statement, :meth:`Database.statement`), which translate driver errors
-into :mod:`storage.errors`. Nothing outside ``storage`` sees a SQLAlchemy session.
+into :mod:`storage.exceptions`. Nothing outside ``storage`` sees a SQLAlchemy session.
 The SQL that differs between Postgres and SQLite is :attr:`Database.sql`
 (:mod:`storage.sql`).
 """
@@ -22,7 +22,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
-from storage.errors import translated
+from storage.exceptions import translated
 from storage.sql import Statements, for_dialect
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -107,7 +107,7 @@ def _ping_if_idle(dialect: Any) -> Any:
     def checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
         if time.monotonic() - record.info.get("idle_since", 0.0) < PING_AFTER_IDLE:
             return
-        record.info["pinged"] = True  # for storage.sqlcount
+        record.info["pinged"] = True  # for tests.sqlcount
         try:
             dialect.do_ping(dbapi_connection)  # outside any transaction (autocommit on psycopg)
         except Exception as exc:

@@ -18,7 +18,7 @@ from sqlalchemy import and_, exists, or_, select
 
 from storage.db import Database
 from storage.models import Plan
-from storage.records import snapshot
+from storage.read_models import snapshot
 from storage.status import PlanStatus
 
 MAX_PAGE = 200

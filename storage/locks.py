@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from sqlalchemy import func, select, text
 
 from storage.db import Database
-from storage.errors import translated
+from storage.exceptions import translated
 
 
 def lock_key(name: str) -> int:

@@ -20,11 +20,11 @@ from typing import Any
 
 from sqlalchemy import func, or_, select, update
 
-from storage import payloads
+from storage import event_shapes
 from storage.db import Database
+from storage.event_shapes import NewEvent
 from storage.models import Phase, Plan, utcnow
-from storage.payloads import NewEvent
-from storage.records import EventRecord, NewPhase
+from storage.read_models import EventRecord, NewPhase
 from storage.sql.base import Claimed, PlanLock, Result
 from storage.status import Outcome, PhaseStatus
 
@@ -194,7 +194,7 @@ def complete_phase(
                 raise _Fenced
             inserted = _insert(db, s, plan_id, insertion, plan, now)
             k, n = db.sql.progress(s, plan_id)
-            event = db.sql.append(s, plan_id, payloads.phase_completed(
+            event = db.sql.append(s, plan_id, event_shapes.phase_completed(
                 about, attempt=attempt, chars=len(text), truncated=truncated, fallback=fallback,
                 offloaded=offloaded, summary=summary, k=k, n=n), now)
             return Finished(Outcome.COMPLETED, k, n, (*inserted, event))
@@ -208,7 +208,7 @@ def _cancel(db: Database, s: Any, plan_id: str, phase_id: str, attempt: int, now
     if about is None:
         raise _Fenced
     k, n = db.sql.progress(s, plan_id)
-    event = db.sql.append(s, plan_id, payloads.phase_cancelled(
+    event = db.sql.append(s, plan_id, event_shapes.phase_cancelled(
         about, attempt=attempt, k=k, n=n, reason="plan cancelled while the model ran"), now)
     return Finished(Outcome.CANCELLED, k, n, (event,))
 
@@ -236,7 +236,7 @@ def _insert(db: Database, s: Any, plan_id: str, ins: Insertion, plan: PlanLock,
     groups = s.scalar(select(func.count(func.distinct(Phase.group_key)))
                       .where(Phase.plan_id == plan_id, Phase.kind == kind)) or 0
     if groups >= plan.max_debates:
-        return (db.sql.append(s, plan_id, payloads.limit_reached(kind, limit=plan.max_debates, existing=groups),
+        return (db.sql.append(s, plan_id, event_shapes.limit_reached(kind, limit=plan.max_debates, existing=groups),
                               now),)
     start = (s.scalar(select(func.max(Phase.position)).where(Phase.plan_id == plan_id)) or 0) + 1
     new_keys = [p.key for p in ins.phases]
@@ -272,10 +272,10 @@ def fail_phase(db: Database, *, plan_id: str, phase_id: str, attempt: int, code:
                 raise _Fenced
             k, n = db.sql.progress(s, plan_id)
             if status == PhaseStatus.CANCELLED:
-                event = payloads.phase_cancelled(about, attempt=attempt, reason="plan cancelled", k=k, n=n,
+                event = event_shapes.phase_cancelled(about, attempt=attempt, reason="plan cancelled", k=k, n=n,
                                                  error_code=code, error=message)
             else:
-                event = payloads.phase_failed(about, attempt=attempt, error_code=code, error=message, k=k, n=n)
+                event = event_shapes.phase_failed(about, attempt=attempt, error_code=code, error=message, k=k, n=n)
             return Finished(Outcome(status), k, n, (db.sql.append(s, plan_id, event, now),))
     except _Fenced:
         return Finished(Outcome.FENCED)
@@ -301,6 +301,6 @@ def skip_phases(db: Database, plan_id: str, skips: Mapping[str, Sequence[str]]) 
                 .values(status=PhaseStatus.SKIPPED, finished_at=now, error_message=reason, enqueued_at=None)
                 .returning(Phase.key).execution_options(synchronize_session=False)))
             if skipped:
-                stored.append(db.sql.append(s, plan_id, payloads.phases_skipped(
+                stored.append(db.sql.append(s, plan_id, event_shapes.phases_skipped(
                     [k for k in keys if k in skipped], reason), now))
         return tuple(stored)

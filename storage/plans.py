@@ -10,15 +10,15 @@ from typing import Any
 
 from sqlalchemy import or_, select, update
 
-from storage import payloads, tenancy
+from storage import event_shapes, tenancy
 from storage.briefings import add_briefing
 from storage.db import Database
-from storage.errors import Busy, Conflict, NotFound
-from storage.events import Outbox
+from storage.exceptions import Busy, Conflict, NotFound
 from storage.identity import DEFAULT_TENANT, Principal
 from storage.ids import as_plan_id, new_plan_id
 from storage.models import Phase, Plan, utcnow
-from storage.records import EventRecord, NewDocument, NewPhase, PhaseRecord, PlanRecord, snapshot
+from storage.outbox import Outbox
+from storage.read_models import EventRecord, NewDocument, NewPhase, PhaseRecord, PlanRecord, snapshot
 from storage.status import PLAN_FINAL, PhaseStatus, PlanStatus
 
 _REOPENABLE = (PlanStatus.RUNNING, PlanStatus.FAILED, PlanStatus.BUDGET_EXHAUSTED)
@@ -103,7 +103,7 @@ def create_plan(
                 s.add(_phase_row(plan_id, p, now))
             n_chunks = add_briefing(s, plan_id, briefing)
             outbox = Outbox(s, plan_id)
-            outbox.append(payloads.plan_submitted(title=title, kind=kind, phases=len(phases), tenant=tenant,
+            outbox.append(event_shapes.plan_submitted(title=title, kind=kind, phases=len(phases), tenant=tenant,
                                                   principal=principal.audit() if principal else None,
                                                   documents=len(briefing), chunks=n_chunks))
             stored = outbox.records()
@@ -210,7 +210,7 @@ def request_cancel(db: Database, plan_id: str, actor: Principal | None = None) -
         s.execute(update(Phase).where(Phase.plan_id == plan_id, Phase.status == PhaseStatus.PENDING)
                   .values(status=PhaseStatus.CANCELLED, finished_at=now, enqueued_at=None))
         outbox = Outbox(s, plan_id)
-        outbox.append(payloads.cancel_requested(keys, actor=actor.audit() if actor else None))
+        outbox.append(event_shapes.cancel_requested(keys, actor=actor.audit() if actor else None))
         return Cancelled(keys, outbox.records())
 
 
@@ -259,8 +259,8 @@ def reopen(db: Database, plan_id: str, *, retry_failed: bool, actor: Principal |
                 ph.finished_at = ph.enqueued_at = None
                 reset.append(ph.key)
             if reset:
-                outbox.append(payloads.retry_requested(reset))
-        outbox.append(payloads.resume_requested(retry_failed=retry_failed, reset=reset,
+                outbox.append(event_shapes.retry_requested(reset))
+        outbox.append(event_shapes.resume_requested(retry_failed=retry_failed, reset=reset,
                                                 actor=actor.audit() if actor else None))
         if plan.status in (PlanStatus.FAILED, PlanStatus.BUDGET_EXHAUSTED) and reset:
             plan.status, plan.error_code, plan.error_message, plan.finished_at = PlanStatus.RUNNING, None, None, None
@@ -280,7 +280,7 @@ def finish_plan(db: Database, plan_id: str, status: PlanStatus, *, error_code: s
         if res.rowcount != 1:  # type: ignore[attr-defined]
             return None
         outbox = Outbox(s, plan_id)
-        outbox.append(payloads.plan_finished(status, error_code=error_code, error=error_message))
+        outbox.append(event_shapes.plan_finished(status, error_code=error_code, error=error_message))
         return outbox.records()[0]
 
 
@@ -351,7 +351,7 @@ def update_plan(db: Database, plan_id: str, changes: dict[str, Any], *, actor: P
         outbox = Outbox(s, plan_id)
         if changed:
             plan.updated_at = utcnow()
-            outbox.append(payloads.plan_updated(changed, actor=actor.audit() if actor else None))
+            outbox.append(event_shapes.plan_updated(changed, actor=actor.audit() if actor else None))
         events = outbox.records()
         s.flush()
         return Updated(snapshot(PlanRecord, plan), events)

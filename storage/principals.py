@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from storage.db import Database
-from storage.errors import NotFound
+from storage.exceptions import NotFound
 from storage.identity import (
     Principal,
     check_name,

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from storage import locks
-from storage.errors import CapacityExceeded, RateLimited
+from storage.exceptions import CapacityExceeded, RateLimited
 from storage.models import Plan, utcnow
 
 RATE_WINDOW = timedelta(minutes=1)

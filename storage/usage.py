@@ -13,7 +13,7 @@ from sqlalchemy.sql import ColumnElement
 
 from storage.db import Database
 from storage.models import Phase, UsageRow
-from storage.records import UsageRecord
+from storage.read_models import UsageRecord
 from storage.status import PhaseStatus
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from orchestrator import tracing
-from orchestrator.celery_app import build_app
-from orchestrator.errors import InvalidConfiguration
+from orchestrator.core.errors import InvalidConfiguration
+from orchestrator.core.settings import Settings, settings_errors
+from orchestrator.fleet.celery_app import build_app
 from orchestrator.logs import context_in_worker_logs
-from orchestrator.registry import ModelResolver
-from orchestrator.settings import Settings, settings_errors
+from orchestrator.plan.registry import ModelResolver
 
 try:
     settings = Settings()

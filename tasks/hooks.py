@@ -9,12 +9,12 @@ from __future__ import annotations
 import itertools
 from typing import Protocol
 
+from orchestrator.gateway.budget import estimate_tokens
+from orchestrator.gateway.failures import BudgetExhausted, CallCancelled, LLMError
+from orchestrator.gateway.model_gateway import CallHook
+from orchestrator.gateway.types import ChatRequest, ModelSpec, Usage
+from tasks.claimed import PhaseWork
 from tasks.lease import Lease
-from tasks.llm.budget import estimate_tokens
-from tasks.llm.errors import BudgetExhausted, CallCancelled, LLMError
-from tasks.llm.gateway import CallHook
-from tasks.llm.types import ChatRequest, ModelSpec, Usage
-from tasks.work import PhaseWork
 
 
 class Ledger(Protocol):

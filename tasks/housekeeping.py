@@ -4,7 +4,7 @@ and retention on its own timer, one at a time across the fleet.
 Each worker sweeps once when it is ready and then every ``CONCLAVE_RECONCILE_INTERVAL``
 seconds. A sweep first takes the fleet-wide advisory lock ``reconciler`` without waiting
 (:func:`storage.locks.exclusive`): the worker that gets it re-derives every stalled plan
-(:meth:`~orchestrator.coordinator.Coordinator.reconcile`) and, when it is due fleet-wide,
+(:meth:`~orchestrator.control.coordinator.Coordinator.reconcile`) and, when it is due fleet-wide,
 applies the retention policy; the others skip that tick. Retention's schedule is stored, not
 kept per process (:func:`storage.retention.claim`): however many workers sweep, it runs once
 an hour between them. The lock is held by the sweep's own
@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from orchestrator.coordinator import Coordinator
+from orchestrator.control.coordinator import Coordinator
 from orchestrator.metrics import recorder
 from storage import Database, locks
 

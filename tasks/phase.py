@@ -13,7 +13,7 @@ from typing import Any
 from celery import shared_task
 
 from orchestrator import tracing
-from orchestrator.errors import ServiceUnavailable
+from orchestrator.core.errors import ServiceUnavailable
 from orchestrator.logs import bind
 from tasks import runtime
 from tasks.housekeeping import PRUNE_EVERY

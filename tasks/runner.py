@@ -7,7 +7,7 @@ as they stream. The lease heartbeat (:mod:`tasks.lease`) calls :meth:`PhaseRunne
 
 It decides nothing about what runs next — that is the coordinator's ``advance``,
 which every canvas ends with. It uses the storage repositories, the model gateway
-(:mod:`tasks.llm`) and the control plane's pure modules (prompts, debates, dag,
+(:mod:`orchestrator.gateway`) and the control plane's pure modules (prompts, debates, dag,
 schema); every write it makes is idempotent or fenced, so a redelivered task or a
 retried write can never count twice.
 """
@@ -23,25 +23,25 @@ from datetime import timedelta
 from typing import TypeVar
 
 from orchestrator import tracing
-from orchestrator.briefing.briefer import Briefer
-from orchestrator.bus import Bus, publish_events
-from orchestrator.debates import MalformedVerdict, debate_insertion, parse_verdict
-from orchestrator.divergence import lexical_verdict
-from orchestrator.errors import ServiceUnavailable, storage_boundary
+from orchestrator.core.bus import Bus, publish_events
+from orchestrator.core.errors import ServiceUnavailable, storage_boundary
+from orchestrator.core.settings import Settings
+from orchestrator.gateway.failures import LLMError
+from orchestrator.gateway.model_gateway import Gateway
+from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, Provider, Usage
 from orchestrator.metrics import MeasureCalls, recorder
-from orchestrator.prompts import build_request, divergence_retry
-from orchestrator.registry import ModelResolver
-from orchestrator.schema import BoardPlan, TeamPlan, parse_plan
-from orchestrator.settings import Settings
+from orchestrator.plan.debates import MalformedVerdict, debate_insertion, parse_verdict
+from orchestrator.plan.divergence import lexical_verdict
+from orchestrator.plan.prompts import build_request, divergence_retry
+from orchestrator.plan.registry import ModelResolver
+from orchestrator.plan.schema import BoardPlan, TeamPlan, parse_plan
 from storage import Database, Unavailable, phases, plans, usage
 from storage.status import Outcome
+from tasks.briefer import Briefer
+from tasks.claimed import PhaseWork
 from tasks.hooks import RecordUsage, StopWhenCancelled, TokenBudget
 from tasks.lease import Lease
-from tasks.llm.errors import LLMError
-from tasks.llm.gateway import Gateway
-from tasks.llm.types import ChatRequest, Completion, ModelSpec, Provider, Usage
-from tasks.specs import SpecCache
-from tasks.work import PhaseWork
+from tasks.plan_cache import SpecCache
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -120,7 +120,7 @@ class PhaseRunner:
         except LLMError as exc:
             if lease.shutting_down:
                 return self.release(work, exc)
-            # the message is public by construction (tasks.llm.errors): no upstream text in it
+            # the message is public by construction (orchestrator.gateway.failures): no upstream text in it
             return self.fail(work, exc.code, exc.message)
         except ServiceUnavailable:
             raise
@@ -144,7 +144,7 @@ class PhaseRunner:
     def decide_without_model(self, work: PhaseWork) -> Completion | None:
         """The result of a phase that needs no model call, or None: a divergence check of a
         plan with ``divergence: lexical`` reads its experts' stances from their full texts
-        (:mod:`orchestrator.divergence`) — deterministic, no tokens, no usage row."""
+        (:mod:`orchestrator.plan.divergence`) — deterministic, no tokens, no usage row."""
         plan = work.plan
         if work.phase.kind != "divergence" or not isinstance(plan, TeamPlan) or plan.divergence != "lexical":
             return None
@@ -159,14 +159,14 @@ class PhaseRunner:
         """The model and the request for a claimed phase, built from the full text of
         its inputs (read from the content store in the claim, never from summaries), with
         the briefing's passages for this call when the plan has a briefing (one read:
-        :class:`~orchestrator.briefing.briefer.Briefer`; none without a briefing)."""
+        :class:`~tasks.briefer.Briefer`; none without a briefing)."""
         expert = work.plan.expert(work.phase.expert or "")
         spec = self.model_spec(work.plan, expert.model)
         request = build_request(work.plan, work.phase, work.inputs, work.texts)
         return spec, self.briefer.brief(work.plan, work.phase, work.texts, spec, request)
 
     def model_spec(self, plan: BoardPlan | TeamPlan, name: str) -> ModelSpec:
-        """Resolved now, from this process's registry and settings (:mod:`orchestrator.registry`):
+        """Resolved now, from this process's registry and settings (:mod:`orchestrator.plan.registry`):
         the worker never trusts hosts or key variables stored with the plan."""
         return self.models.spec(plan, name)
 

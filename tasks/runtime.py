@@ -3,7 +3,7 @@ phase runner, lease keeper, housekeeper.
 
 A worker builds it lazily from ``CONCLAVE_*`` on its first task (after the fork,
 for prefork). When the process that built the app attached its resources to it
-(``orchestrator.celery_app.share`` — the embedded mode), the runtime reuses them,
+(``orchestrator.fleet.celery_app.share`` — the embedded mode), the runtime reuses them,
 so the in-process worker shares the caller's database, in-memory bus and coordinator.
 """
 
@@ -19,16 +19,16 @@ from typing import Any
 
 from celery import Celery, signals
 
-from orchestrator.bus import Bus, open_bus
-from orchestrator.celery_app import shared
-from orchestrator.coordinator import Coordinator
-from orchestrator.dispatch import CeleryDispatcher
+from orchestrator.control.coordinator import Coordinator
+from orchestrator.control.dispatch import CeleryDispatcher
+from orchestrator.core.bus import Bus, open_bus
+from orchestrator.core.settings import Settings
+from orchestrator.fleet.celery_app import shared
+from orchestrator.gateway.model_gateway import default_providers
 from orchestrator.metrics import exporter, processes
-from orchestrator.settings import Settings
 from storage import Database, connect
 from tasks.housekeeping import Housekeeper
 from tasks.lease import LeaseKeeper
-from tasks.llm.gateway import default_providers
 from tasks.runner import PhaseRunner
 
 

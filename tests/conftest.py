@@ -78,7 +78,7 @@ def settings(clean_db: str, redis_url: str) -> Any:
     testing mode (the durability tests drive the offline model's options and its fault
     switches: ``hang``, ``fail``, …); tests of the trust boundary build their own
     settings without these opt-ins."""
-    from orchestrator.settings import Settings
+    from orchestrator.core.settings import Settings
 
     return Settings(database_url=clean_db, broker_url=redis_url, concurrency=8, lease_seconds=3.0,
                     requeue_after=4.0, reconcile_interval=1.0, offline_latency=0.0, db_retry_seconds=30.0,
@@ -196,7 +196,7 @@ def workers(settings: Any, tmp_path: Path) -> Iterator[Any]:
 @pytest.fixture()
 def client(settings: Any) -> Iterator[Any]:
     """A cluster client (no embedded worker) on the test Postgres and Redis."""
-    from orchestrator.client import Conclave
+    from orchestrator.client.conclave import Conclave
 
     c = Conclave(settings, worker=False)
     yield c
@@ -272,7 +272,7 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
 def private_settings(clean_db: str, redis_server: RedisServer) -> Any:
     """Like ``settings``, but the broker, results and bus live on a private Redis
     (override ``settings`` with it in a module to run ``workers``/``client`` there)."""
-    from orchestrator.settings import Settings
+    from orchestrator.core.settings import Settings
 
     return Settings(database_url=clean_db, broker_url=redis_server.url(0), concurrency=8, lease_seconds=3.0,
                     requeue_after=4.0, reconcile_interval=1.0, offline_latency=0.0, db_retry_seconds=30.0,

@@ -75,7 +75,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tasks.llm.types import ModelSpec
+from orchestrator.gateway.types import ModelSpec
 
 DEFAULT_REPLY = "The board should ship the pilot first, measure churn for a quarter, then decide."
 #: What the leaky-* scenarios put in their error bodies: a sentence to trace, and a token-like secret.

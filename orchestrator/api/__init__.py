@@ -9,15 +9,15 @@
     GET  /v1/plans/{id}/events                Server-Sent Events (see :mod:`orchestrator.api.events`)
     GET  /healthz, /readyz, /metrics          (see :mod:`orchestrator.api.ops`)
 
-A thin layer over :class:`~orchestrator.client.Conclave`: every answer is derived
+A thin layer over :class:`~orchestrator.client.conclave.Conclave`: every answer is derived
 from the database, so any number of API processes can serve the same cluster.
 Errors are JSON and never 500 for anything a client sends (see
-:mod:`orchestrator.api.errors`, :mod:`orchestrator.api.inputs`). The reference is
+:mod:`orchestrator.api.error_responses`, :mod:`orchestrator.api.inputs`). The reference is
 ``docs/api.md``.
 
 One module per idea: :mod:`~orchestrator.api.app` (the factory),
-:mod:`~orchestrator.api.plans` (plan routes), :mod:`~orchestrator.api.auth`,
-:mod:`~orchestrator.api.inputs` (reading requests), :mod:`~orchestrator.api.errors`,
+:mod:`~orchestrator.api.plan_routes` (plan routes), :mod:`~orchestrator.api.auth`,
+:mod:`~orchestrator.api.inputs` (reading requests), :mod:`~orchestrator.api.error_responses`,
 :mod:`~orchestrator.api.events` (the event stream), :mod:`~orchestrator.api.ops`.
 """
 

@@ -1,9 +1,9 @@
 """The API's application factory: ``create_app(settings)``, served by ``conclave api``.
 
-It owns a :class:`~orchestrator.client.Conclave` for its lifetime (built at
+It owns a :class:`~orchestrator.client.conclave.Conclave` for its lifetime (built at
 startup, closed at shutdown) unless one is given, installs the JSON error
-handlers (:mod:`orchestrator.api.errors`), the principal check
-(:mod:`orchestrator.api.auth`), the routes (:mod:`orchestrator.api.plans`,
+handlers (:mod:`orchestrator.api.error_responses`), the principal check
+(:mod:`orchestrator.api.auth`), the routes (:mod:`orchestrator.api.plan_routes`,
 :mod:`orchestrator.api.ops`, the plan page :mod:`orchestrator.api.ui`) and the
 published contract at ``/openapi.json`` and ``/docs`` (:mod:`orchestrator.api.schemas`).
 """
@@ -18,16 +18,16 @@ from fastapi import FastAPI
 
 from orchestrator import tracing
 from orchestrator.api.auth import Authenticate
-from orchestrator.api.errors import CatchAll, install_error_handlers
+from orchestrator.api.error_responses import CatchAll, install_error_handlers
 from orchestrator.api.events import EventStreams
 from orchestrator.api.feed import open_feed
 from orchestrator.api.ops import router as ops_router
-from orchestrator.api.plans import plans_router
+from orchestrator.api.plan_routes import plans_router
 from orchestrator.api.schemas import install_openapi
 from orchestrator.api.ui import ui_router
-from orchestrator.client import Conclave
-from orchestrator.settings import Settings
-from orchestrator.version import __version__
+from orchestrator.client.conclave import Conclave
+from orchestrator.core.settings import Settings
+from orchestrator.core.version import __version__
 from storage import connect
 
 log = logging.getLogger("orchestrator.api")

@@ -16,7 +16,7 @@ middleware's, and the plan page's (:mod:`orchestrator.api.ui`).
 
 :func:`require` is each route's dependency: 403 when the principal lacks the route's
 scope. Which plans a principal sees (its tenant's; every tenant's for ``admin``) is the
-coordinator's business (:meth:`orchestrator.coordinator.Coordinator._resolve`).
+coordinator's business (:meth:`orchestrator.control.coordinator.Coordinator._resolve`).
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from orchestrator.api import session
-from orchestrator.api.errors import conclave_error_response
+from orchestrator.api.error_responses import conclave_error_response
 from orchestrator.api.session import SAFE_METHODS
-from orchestrator.errors import Forbidden, ServiceUnavailable, Unauthorized, storage_boundary
-from orchestrator.settings import Settings
+from orchestrator.core.errors import Forbidden, ServiceUnavailable, Unauthorized, storage_boundary
+from orchestrator.core.settings import Settings
 from storage import principals
 from storage.identity import (
     API_TOKEN_ID,

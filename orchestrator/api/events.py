@@ -34,9 +34,9 @@ import anyio
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.api.feed import Feed, FeedSubscription
-from orchestrator.coordinator import Coordinator
-from orchestrator.errors import PlanNotFound, ServiceUnavailable, TooManyStreams
-from storage.records import EventRecord
+from orchestrator.control.coordinator import Coordinator
+from orchestrator.core.errors import PlanNotFound, ServiceUnavailable, TooManyStreams
+from storage.read_models import EventRecord
 
 log = logging.getLogger("orchestrator.api")
 

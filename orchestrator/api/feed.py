@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import anyio
 from starlette.concurrency import run_in_threadpool
 
-from orchestrator.bus import Bus, RedisBus, Subscription
+from orchestrator.core.bus import Bus, RedisBus, Subscription
 
 log = logging.getLogger("orchestrator.api")
 

@@ -1,6 +1,6 @@
 """Reading what HTTP clients send, so that nothing they send can become a 500.
 
-Every rejection is an :class:`~orchestrator.errors.InvalidRequest` (or a subclass)
+Every rejection is an :class:`~orchestrator.core.errors.InvalidRequest` (or a subclass)
 whose ``details`` name the field: ``[{"field": "body", "message": …}]``. Messages
 say where a document is wrong (line, column, path) but never quote it back.
 
@@ -21,9 +21,9 @@ from typing import Any
 import yaml
 from starlette.requests import Request
 
-from orchestrator.briefing.spec import DOC_ID_RE
-from orchestrator.errors import BodyTooLarge, InvalidRequest, MalformedBody, UnsupportedMediaType
-from orchestrator.schema import SafeLoader
+from orchestrator.briefing.entries import DOC_ID_RE
+from orchestrator.core.errors import BodyTooLarge, InvalidRequest, MalformedBody, UnsupportedMediaType
+from orchestrator.plan.schema import SafeLoader
 
 JSON_TYPES = frozenset({"application/json"})
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})

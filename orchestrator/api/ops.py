@@ -19,9 +19,9 @@ from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, gener
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.api.auth import require
-from orchestrator.api.errors import error_body
+from orchestrator.api.error_responses import error_body
 from orchestrator.api.schemas import errors
-from orchestrator.errors import storage_boundary
+from orchestrator.core.errors import storage_boundary
 from orchestrator.metrics import FleetCollector
 from storage import Database
 from storage import plans as plans_repo

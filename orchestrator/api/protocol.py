@@ -8,7 +8,7 @@ import json
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from orchestrator.api.errors import error_body
+from orchestrator.api.error_responses import error_body
 
 
 class JsonErrorsProtocol(H11Protocol):

@@ -4,7 +4,7 @@ document a submit takes, as ``/openapi.json`` serves them (clients can be genera
 Routes answer with the same dataclasses the Python API returns (:class:`PlanView`,
 :class:`ResumeResult`, …) serialised as JSON; the models here name the shapes that
 exist only over HTTP. The plan document's schema is pydantic's, of the same models
-that validate a submitted plan (:mod:`orchestrator.schema`), so the contract cannot
+that validate a submitted plan (:mod:`orchestrator.plan.schema`), so the contract cannot
 drift from what the server accepts.
 """
 
@@ -16,8 +16,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, Field, TypeAdapter
 
-from orchestrator.briefing.views import CitationView, DocumentSummary
-from orchestrator.schema import PlanSpec, PlanUpdate
+from orchestrator.briefing.documents import CitationView, DocumentSummary
+from orchestrator.plan.schema import PlanSpec, PlanUpdate
 from storage.listing import PlanSummary
 from storage.status import PhaseStatus, PlanStatus
 

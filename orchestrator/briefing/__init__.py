@@ -1,6 +1,6 @@
 """Briefing packs: the user's own documents, chunked, searchable and citable.
 
-One module per idea; this package imports none of them, so ``orchestrator.schema`` can
+One module per idea; this package imports none of them, so ``orchestrator.plan.schema`` can
 use :mod:`.spec` without a cycle.
 
 - :mod:`.spec` — the ``briefing:`` entries of a plan (inline text, or a local path);

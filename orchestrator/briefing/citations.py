@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.briefing.utf16 import Utf16Index
-from storage.records import ChunkRecord
+from storage.read_models import ChunkRecord
 
 _REF = r"[A-Za-z0-9][A-Za-z0-9_-]{0,59}:[0-9]{1,6}"
 BRIEFING_CITATION = re.compile(rf"\[\s*({_REF}(?:\s*[,;]\s*{_REF})*)\s*\]")

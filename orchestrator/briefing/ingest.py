@@ -4,8 +4,8 @@ chunked, ready to be stored with the plan in one transaction
 
 This runs where the plan is submitted — possibly a server — so it never touches the
 file system: an entry that still names a ``path`` is refused (``briefing[i].path``).
-Local paths are read on the user's side by :mod:`orchestrator.briefing.reading`.
-Every refusal is an :class:`~orchestrator.errors.InvalidPlan` naming the field.
+Local paths are read on the user's side by :mod:`orchestrator.client.local_briefing`.
+Every refusal is an :class:`~orchestrator.core.errors.InvalidPlan` naming the field.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from orchestrator.briefing.chunking import chunk_document
-from orchestrator.briefing.spec import BriefingDocument
+from orchestrator.briefing.entries import BriefingDocument
 from orchestrator.briefing.utf16 import utf16_len
-from orchestrator.errors import InvalidPlan
-from orchestrator.settings import Settings
-from storage.records import NewChunk, NewDocument
-from tasks.llm.budget import estimate_tokens
+from orchestrator.core.errors import InvalidPlan
+from orchestrator.core.settings import Settings
+from orchestrator.gateway.budget import estimate_tokens
+from storage.read_models import NewChunk, NewDocument
 
 
 @dataclass(frozen=True)

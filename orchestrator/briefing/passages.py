@@ -1,7 +1,7 @@
 """The briefing at run time, over storage: the passages for one expert's call, and the
 citations of a text resolved against the plan's stored chunks.
 
-:func:`retrieve` is called by :class:`~orchestrator.briefing.briefer.Briefer` (the phase
+:func:`retrieve` is called by :class:`~tasks.briefer.Briefer` (the phase
 runner's prepare step), :func:`cite` by the coordinator's read side; everything they
 decide is in the pure modules (:mod:`~orchestrator.briefing.retrieval`,
 :mod:`~orchestrator.briefing.citations`).
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from orchestrator.briefing.citations import Citation, find_citations, resolve_citations
 from orchestrator.briefing.rerank import Reranker
 from orchestrator.briefing.retrieval import build_query, merge_rankings, pick_passages
-from orchestrator.errors import storage_boundary
+from orchestrator.core.errors import storage_boundary
 from storage import Database, briefings
-from storage.records import ChunkRecord
+from storage.read_models import ChunkRecord
 
 CANDIDATES = 40  # chunks the search hands to the (optional) reranker and the pick
 

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from orchestrator.settings import Settings
-from storage.records import ChunkRecord
+from orchestrator.core.settings import Settings
+from storage.read_models import ChunkRecord
 
 log = logging.getLogger(__name__)
 

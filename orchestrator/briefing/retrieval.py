@@ -19,8 +19,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from storage.records import ChunkRecord
-from tasks.llm.budget import estimate_tokens
+from orchestrator.gateway.budget import estimate_tokens
+from storage.read_models import ChunkRecord
 
 MAX_TERMS = 48
 _WORD = re.compile(r"\w+")

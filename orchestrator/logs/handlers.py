@@ -13,10 +13,10 @@ import sys
 from dataclasses import dataclass
 from typing import TextIO
 
+from orchestrator.core.settings import Settings
 from orchestrator.logs.context import ContextFilter
 from orchestrator.logs.formats import FORMAT, JsonLines, LogFormat, wants_json
 from orchestrator.logs.redaction import Redact, Redactor, secrets_of
-from orchestrator.settings import Settings
 
 
 @dataclass(frozen=True)

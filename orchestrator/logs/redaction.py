@@ -25,9 +25,9 @@ import re
 from collections.abc import Callable, Iterable
 from urllib.parse import unquote, urlsplit
 
-from orchestrator.errors import InvalidConfiguration
-from orchestrator.registry import load_registry
-from orchestrator.settings import Settings
+from orchestrator.core.errors import InvalidConfiguration
+from orchestrator.core.settings import Settings
+from orchestrator.plan.registry import load_registry
 from storage.identity import TOKEN_PREFIX
 
 MIN_SECRET = 4

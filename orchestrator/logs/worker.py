@@ -21,10 +21,10 @@ import threading
 from contextlib import ExitStack
 from typing import Any
 
+from orchestrator.core.settings import Settings
 from orchestrator.logs.context import bind, set_worker
 from orchestrator.logs.formats import WithContext, wants_json
 from orchestrator.logs.handlers import LogSetup
-from orchestrator.settings import Settings
 
 log = logging.getLogger("orchestrator.worker")
 

@@ -3,9 +3,9 @@ write usage rows, hold the budget and stop cancelled calls (``tasks.hooks``)."""
 
 from __future__ import annotations
 
+from orchestrator.gateway.model_gateway import Attempt, CallHook
+from orchestrator.gateway.types import ChatRequest, ModelSpec
 from orchestrator.metrics.recorder import Recorder
-from tasks.llm.gateway import Attempt, CallHook
-from tasks.llm.types import ChatRequest, ModelSpec
 
 OK = "ok"
 

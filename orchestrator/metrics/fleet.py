@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
-from orchestrator.errors import storage_boundary
+from orchestrator.core.errors import storage_boundary
 from storage import Database
 from storage.models import utcnow
 from storage.stats import LiveCounts, live_counts

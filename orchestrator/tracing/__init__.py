@@ -5,7 +5,7 @@ calls :func:`phase_span` around a claimed phase and adds :func:`call_hooks` to t
 gateway's hooks. Until :func:`setup` succeeded in this process these do nothing, and
 nothing here imports OpenTelemetry: without the extra (or with ``CONCLAVE_OTEL`` off)
 nothing changes and nothing fails. :mod:`orchestrator.tracing.otel` is the rest: what is
-instrumented, the spans and their attributes; :mod:`orchestrator.tracing.ids` how a plan's
+instrumented, the spans and their attributes; :mod:`orchestrator.tracing.trace_ids` how a plan's
 trace is derived from its id, so that every phase of a plan is in one trace whichever
 worker runs it.
 
@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from orchestrator.settings import Settings
-from orchestrator.tracing.ids import plan_span_id, plan_trace_id
-from tasks.llm.gateway import CallHook
+from orchestrator.core.settings import Settings
+from orchestrator.gateway.model_gateway import CallHook
+from orchestrator.tracing.trace_ids import plan_span_id, plan_trace_id
 
 if TYPE_CHECKING:
     from orchestrator.tracing.otel import Tracing

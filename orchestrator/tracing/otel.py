@@ -6,7 +6,7 @@ to the span that sent it, not its child: a canvas outlives the request that star
 httpx, SQLAlchemy (engines made after setup) and, per app, FastAPI. Its spans:
 
 * ``phase <key>`` — one per claimed attempt, parented on the plan's remote span context
-  (:mod:`orchestrator.tracing.ids`), so every phase of a plan is in the plan's trace
+  (:mod:`orchestrator.tracing.trace_ids`), so every phase of a plan is in the plan's trace
   whichever worker runs it; linked to the Celery run span it ran in. Attributes
   ``conclave.plan_id``, ``conclave.phase.id``, ``conclave.phase.key``,
   ``conclave.phase.attempt``, ``conclave.phase.kind``, ``conclave.phase.outcome``.
@@ -35,11 +35,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from orchestrator.tracing.ids import plan_span_id, plan_trace_id
-from orchestrator.version import __version__
-from tasks.llm.errors import LLMError
-from tasks.llm.gateway import CallHook
-from tasks.llm.types import ChatRequest, ModelSpec, Usage
+from orchestrator.core.version import __version__
+from orchestrator.gateway.failures import LLMError
+from orchestrator.gateway.model_gateway import CallHook
+from orchestrator.gateway.types import ChatRequest, ModelSpec, Usage
+from orchestrator.tracing.trace_ids import plan_span_id, plan_trace_id
 
 #: Not worth a span: probes and scrapes.
 EXCLUDED_URLS = "healthz,readyz,metrics"

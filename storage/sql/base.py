@@ -47,10 +47,10 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import ColumnElement, Select, Update
 
-from storage import payloads
+from storage import event_shapes
+from storage.event_shapes import NewEvent
 from storage.models import Base
-from storage.payloads import NewEvent
-from storage.records import EventRecord, PhaseRecord
+from storage.read_models import EventRecord, PhaseRecord
 from storage.status import GIVEN_UP, PHASE_FINAL, PhaseStatus, PlanStatus
 
 Executor = Session | Connection
@@ -270,7 +270,7 @@ class Statements:
             return None
         phase = phase_record(row._mapping)
         k, n = self.progress(conn, phase.plan_id)
-        event = self.append(conn, phase.plan_id, payloads.phase_started(phase, attempt=phase.attempt, worker=owner,
+        event = self.append(conn, phase.plan_id, event_shapes.phase_started(phase, attempt=phase.attempt, worker=owner,
                                                                         k=k, n=n), now)
         inputs, texts = self.read_inputs(conn, phase.plan_id, phase.inputs)
         return Claimed(phase, event, inputs, texts)
@@ -353,5 +353,5 @@ def split_inputs(rows: Sequence[Any]) -> tuple[list[PhaseRecord], dict[str, str]
 
 
 def completed_event(about: Any, r: Result, k: int, n: int) -> NewEvent:
-    return payloads.phase_completed(about, attempt=r.attempt, chars=len(r.text), truncated=r.truncated,
+    return event_shapes.phase_completed(about, attempt=r.attempt, chars=len(r.text), truncated=r.truncated,
                                     fallback=r.fallback, offloaded=r.offloaded, summary=r.summary, k=k, n=n)

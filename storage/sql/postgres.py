@@ -7,7 +7,7 @@ data-modifying CTEs.
   UPDATE matched) and the ``phase_completed`` INSERT with progress counted in the same
   snapshot — one statement.
 
-The events are still made by their builders in :mod:`storage.payloads`: the builder is
+The events are still made by their builders in :mod:`storage.event_shapes`: the builder is
 called once, when the statement is built, with column expressions and bind parameters
 for its values, and :func:`json_object` renders the dict it returns, keys in its order.
 """
@@ -39,9 +39,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql import ColumnElement, Select
 
-from storage import payloads
+from storage import event_shapes
 from storage.models import UTCDateTime
-from storage.records import EventRecord
+from storage.read_models import EventRecord
 from storage.sql.base import (
     CONTENTS,
     EVENTS,
@@ -116,7 +116,7 @@ class PostgresStatements(Statements):
         claimed = self.claim_update.returning(*[PHASES.c[name] for name in PHASE_FIELDS]).cte("claimed")
         counts = (select(self.final_count().label("k"), func.count().label("n")).select_from(PHASES)
                   .where(PHASES.c.plan_id == select(claimed.c.plan_id).scalar_subquery()).cte("counts"))
-        event = payloads.phase_started(_Columns(claimed.c), attempt=sql(claimed.c.attempt),
+        event = event_shapes.phase_started(_Columns(claimed.c), attempt=sql(claimed.c.attempt),
                                        worker=sql(bindparam("owner", type_=Text)), k=sql(counts.c.k),
                                        n=sql(counts.c.n))
         started = (insert(EVENTS)
@@ -161,7 +161,7 @@ class PostgresStatements(Statements):
         # the phase is still running in this statement's snapshot: it is the +1
         counts = (select((self.final_count() + 1).label("k"), func.count().label("n")).select_from(PHASES)
                   .where(PHASES.c.plan_id == plan_id).cte("counts"))
-        event = payloads.phase_completed(
+        event = event_shapes.phase_completed(
             _Columns(done.c), attempt=sql(bindparam("r_attempt", type_=Integer)),
             chars=sql(bindparam("r_chars", type_=Integer)),
             truncated=sql(bindparam("r_truncated", type_=Boolean)),

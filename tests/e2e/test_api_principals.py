@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from storage import connect, events, principals
+from storage import connect, outbox, principals
 from tests.e2e.test_api import api, assert_error, board  # noqa: F401  (api: the API server fixture)
 
 ADMIN_TOKEN = "admin-token-for-the-api-0123456789"
@@ -91,7 +91,7 @@ def test_tenants_scopes_revocation_and_the_audit_trail(api: Any, settings: Any) 
     assert httpx.post(f"{url}/v1/plans/{plan_id}/cancel", headers=acme).status_code == 200
     db = connect(settings.database_url)
     try:
-        stored = events.list_events(db, plan_id)
+        stored = outbox.list_events(db, plan_id)
         who = {e.type: e.data.get("principal") or e.data.get("actor") for e in stored
                if e.type in ("plan_submitted", "plan_updated", "resume_requested", "cancel_requested")}
         assert who == {"plan_submitted": {"id": tokens["acme-rw"][0], "name": "acme-rw"},

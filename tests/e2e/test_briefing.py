@@ -17,11 +17,11 @@ import httpx
 import pytest
 from sqlalchemy import text
 
+from orchestrator.briefing.documents import CitationView, DocumentView
 from orchestrator.briefing.utf16 import utf16_slice
-from orchestrator.briefing.views import CitationView, DocumentView
-from orchestrator.client import Conclave
-from orchestrator.errors import DocumentNotFound
-from orchestrator.settings import Settings
+from orchestrator.client.conclave import Conclave
+from orchestrator.core.errors import DocumentNotFound
+from orchestrator.core.settings import Settings
 from storage import briefings, connect, principals
 from tests.conftest import ROOT, settings_env
 from tests.e2e.test_api import api, assert_error, board  # noqa: F401  (api: the API server fixture)

@@ -181,7 +181,7 @@ def test_every_process_logs_json_lines_with_their_context_and_no_secret(settings
     assert {(line["plan_id"], line["phase"]) for line in of_phases} == phase_keys
     assert all(line["worker"] and line["worker"].split("@")[0] + "@" in workers for line in of_phases), of_phases
     # the runner's and the gateway's lines come from a claimed attempt: they carry it
-    attempts = [line for line in of_phases if line["logger"].startswith(("tasks.runner", "tasks.llm"))]
+    attempts = [line for line in of_phases if line["logger"].startswith(("tasks.runner", "orchestrator.gateway"))]
     assert attempts and all(line["attempt"] == 1 for line in attempts), attempts
     assert {line["phase"] for line in attempts} >= {"steady", "flaky", "denied", "synthesis"}
     # Celery's own line about each phase's task carries the phase too

@@ -127,9 +127,9 @@ SHOWN = """() => {
 @pytest.mark.slow
 def test_a_briefing_citation_opens_its_passage_highlighted_in_its_document(
         api: Any, workers: Any, settings: Any, browser: Any, tmp_path: Path) -> None:  # noqa: F811
-    from orchestrator.briefing.reading import load_local_plan
     from orchestrator.briefing.utf16 import utf16_slice
-    from orchestrator.schema import dump_plan
+    from orchestrator.client.local_briefing import load_local_plan
+    from orchestrator.plan.schema import dump_plan
 
     tokens = make_tokens(settings.database_url, ("acme-rw", "acme", ["plans:read", "plans:write"]))
     acme = tokens["acme-rw"][1]

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from orchestrator import Conclave
-from orchestrator.coordinator import CancelResult, ResumeResult
-from orchestrator.errors import (
+from orchestrator.client.remote import RemoteConclave
+from orchestrator.control.coordinator import CancelResult, ResumeResult
+from orchestrator.core.errors import (
     InvalidConfiguration,
     InvalidPlan,
     InvalidRequest,
@@ -30,7 +31,6 @@ from orchestrator.errors import (
     ServiceUnavailable,
     Unauthorized,
 )
-from orchestrator.remote import RemoteConclave
 from storage.status import PlanStatus
 from tests.conftest import ROOT, free_port
 from tests.e2e.test_api import TOKEN, api, board  # noqa: F401  (api: the API server fixture)

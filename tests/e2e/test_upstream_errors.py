@@ -18,7 +18,7 @@ import httpx
 import yaml
 from sqlalchemy import select
 
-from orchestrator.client import Conclave
+from orchestrator.client.conclave import Conclave
 from storage.models import Phase, Plan
 from tests.e2e.test_api import ApiServer, follow
 from tests.llm_server import LEAK_SECRET, LEAK_SENTENCE, LLMServer

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.version import __version__
+from orchestrator.core.version import __version__
 from tests.conftest import settings_env, terminate
 from tests.e2e.test_cli import run_cli
 

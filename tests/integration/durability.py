@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from storage import Database, contents, plans, usage
-from storage.records import PhaseRecord, PlanRecord, UsageRecord
+from storage.read_models import PhaseRecord, PlanRecord, UsageRecord
 
 T = TypeVar("T")
 

@@ -15,13 +15,13 @@ from sqlalchemy import text
 
 from orchestrator.briefing.ingest import Limits
 from orchestrator.briefing.passages import cite, retrieve
-from orchestrator.briefing.reading import read_briefing
-from orchestrator.bus import MemoryBus
-from orchestrator.canvas import Canvas
-from orchestrator.coordinator import Coordinator
-from orchestrator.errors import ConclaveError
-from orchestrator.schema import load_plan
-from orchestrator.settings import Settings
+from orchestrator.client.local_briefing import read_briefing
+from orchestrator.control.coordinator import Coordinator
+from orchestrator.core.bus import MemoryBus
+from orchestrator.core.errors import ConclaveError
+from orchestrator.core.settings import Settings
+from orchestrator.plan.canvas import Canvas
+from orchestrator.plan.schema import load_plan
 from storage import Database, briefings, connect, upgrade
 from tests.unit.stored import EXAMPLES
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.briefing.reading import load_local_plan
 from orchestrator.briefing.utf16 import utf16_slice
+from orchestrator.client.local_briefing import load_local_plan
 from storage import briefings
 from tests.conftest import ROOT
 

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from orchestrator.bus import RedisBus, drain
+from orchestrator.core.bus import RedisBus, drain
 from tests.conftest import RedisServer
 
 

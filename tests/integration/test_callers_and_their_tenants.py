@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.errors import PlanNotFound
-from storage import events, plans
+from orchestrator.core.errors import PlanNotFound
+from storage import outbox, plans
 from storage.identity import ADMIN, READ, WRITE, Principal
 from tests.integration.durability import board_plan
 
@@ -23,7 +23,7 @@ AUDITED = ("plan_submitted", "cancel_requested", "resume_requested")
 def audit(db: Any, plan_id: str) -> list[tuple[str, Any]]:
     """(event type, who) of the plan's audited events, in order."""
     return [(e.type, e.data.get("principal") if e.type == "plan_submitted" else e.data.get("actor"))
-            for e in events.list_events(db, plan_id) if e.type in AUDITED]
+            for e in outbox.list_events(db, plan_id) if e.type in AUDITED]
 
 
 def test_a_principal_finds_cancels_and_resumes_only_its_tenants_plans(client: Any) -> None:

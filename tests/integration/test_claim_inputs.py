@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.bus import MemoryBus, drain
-from orchestrator.coordinator import Coordinator
-from orchestrator.dispatch import RecordingDispatcher
-from orchestrator.settings import Settings
-from storage import Database, connect, contents, events, plans, upgrade
+from orchestrator.control.coordinator import Coordinator
+from orchestrator.control.dispatch import RecordingDispatcher
+from orchestrator.core.bus import MemoryBus, drain
+from orchestrator.core.settings import Settings
+from orchestrator.gateway.providers.offline import OfflineProvider
+from storage import Database, connect, contents, outbox, plans, upgrade
 from storage.status import Outcome
 from tasks.lease import Lease
-from tasks.llm.offline import OfflineProvider
 from tasks.runner import PhaseRunner
 from tests.integration.durability import board_plan
 
@@ -75,10 +75,10 @@ def test_a_claim_reads_every_transitive_input_in_full_and_stores_its_start(plane
         assert work.texts[by_key[key].id] == full
     assert set(work.texts) == {by_key[k].id for k in done}
 
-    [started] = [e for e in events.list_events(planes.db, plan_id)
+    [started] = [e for e in outbox.list_events(planes.db, plan_id)
                  if e.type == "phase_started" and e.phase_key == "final"]
     assert started.data == {"attempt": 1, "expert": final.expert, "kind": "final_summary", "round": 2,
                             "worker": OWNER, "k": 4, "n": 5}
     assert list(drain(sub, 0)) == [started.message()]  # published as stored, once
     assert planes.runner.claim(final.id, owner=OWNER, plan_id=plan_id) is None  # a duplicate claims nothing
-    assert [e.type for e in events.list_events(planes.db, plan_id, after=started.id)] == []
+    assert [e.type for e in outbox.list_events(planes.db, plan_id, after=started.id)] == []

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import redis
 
-from orchestrator.celery_app import QUEUE
+from orchestrator.fleet.celery_app import QUEUE
 from storage import plans, usage
 from tests.conftest import ROOT, settings_env
 from tests.integration.durability import assert_exactly_once, board_plan, ledger, wait_for

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from orchestrator.canvas import ADVANCE, RUN_PHASE
-from orchestrator.celery_app import QUEUE
+from orchestrator.fleet.celery_app import QUEUE
+from orchestrator.plan.canvas import ADVANCE, RUN_PHASE
 from storage import plans
 from tests.integration.durability import assert_exactly_once, board_plan, ledger, wait_for
 

@@ -19,8 +19,8 @@ import pytest
 import redis
 from sqlalchemy import text
 
-from orchestrator.celery_app import QUEUE
-from orchestrator.errors import ResumeInProgress
+from orchestrator.core.errors import ResumeInProgress
+from orchestrator.fleet.celery_app import QUEUE
 from storage import plans
 from tests.conftest import ROOT, settings_env
 from tests.integration.durability import (
@@ -51,9 +51,9 @@ def _lose_broker(settings: Any) -> None:
 
 RESUMER = """
 import json, os, sys, threading, time
-from orchestrator.client import Conclave
-from orchestrator.errors import ConclaveError
-from orchestrator.settings import Settings
+from orchestrator.client.conclave import Conclave
+from orchestrator.core.errors import ConclaveError
+from orchestrator.core.settings import Settings
 
 ref, go, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 c = Conclave(Settings(), worker=False)

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, text
 
-from orchestrator.errors import CapacityExceeded, ConclaveError
-from storage import events, plans, retention
+from orchestrator.core.errors import CapacityExceeded, ConclaveError
+from orchestrator.gateway.model_gateway import default_providers
+from orchestrator.gateway.types import Completion, ModelSpec, Usage
+from storage import outbox, plans, retention
+from storage.event_shapes import NewEvent
 from storage.models import Event, Plan, utcnow
-from storage.payloads import NewEvent
-from tasks.llm.gateway import default_providers
-from tasks.llm.types import Completion, ModelSpec, Usage
 from tasks.runner import PhaseRunner
 from tests.integration.durability import assert_exactly_once, board_plan, ledger
 
@@ -50,7 +50,7 @@ def _run_in_process(client: Any, plan_id: str) -> None:
 
 def _add_events(client: Any, plan_id: str, n: int, *, old: int = 0) -> None:
     for i in range(n):
-        events.append_event(client.db, plan_id, NewEvent("note", {"i": i}))
+        outbox.append_event(client.db, plan_id, NewEvent("note", {"i": i}))
     if old:
         with client.db.engine.begin() as c:
             c.execute(text("UPDATE events SET created_at = :t WHERE id IN (SELECT id FROM events "
@@ -59,7 +59,7 @@ def _add_events(client: Any, plan_id: str, n: int, *, old: int = 0) -> None:
 
 
 def _event_ids(client: Any, plan_id: str) -> list[int]:
-    return [e.id for e in events.list_events(client.db, plan_id, limit=100_000)]
+    return [e.id for e in outbox.list_events(client.db, plan_id, limit=100_000)]
 
 
 def test_retention_prunes_finished_plans_only(client: Any) -> None:
@@ -82,7 +82,7 @@ def test_retention_prunes_finished_plans_only(client: Any) -> None:
     assert _event_ids(client, active) == active_events  # an active plan is never pruned
     cutoff = utcnow() - timedelta(days=1)
     for pid in (done, gone):
-        kept = events.list_events(client.db, pid, limit=100_000)
+        kept = outbox.list_events(client.db, pid, limit=100_000)
         assert len(kept) == CAP  # bounded: the newest CAP events
         assert kept[-1].id == max(_event_ids(client, pid)) and all(e.created_at > cutoff for e in kept)
     with client.db.engine.connect() as c:
@@ -128,7 +128,7 @@ def test_capacity_limit_refuses_new_submissions_with_a_clear_error(client: Any) 
 
 
 def test_capacity_limit_holds_when_submissions_race(client: Any, settings: Any) -> None:
-    from orchestrator.client import Conclave
+    from orchestrator.client.conclave import Conclave
 
     barrier = threading.Barrier(12)
     outcomes: list[str] = []

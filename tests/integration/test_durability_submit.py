@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from orchestrator.errors import ConclaveError
+from orchestrator.core.errors import ConclaveError
 from tests.integration.durability import board_plan
 
 
@@ -47,7 +47,7 @@ def test_a_failure_storing_one_phase_stores_nothing(client: Any) -> None:
 
 
 def test_broker_down_at_submit_stores_the_plan_and_the_reconciler_runs_it(settings: Any, workers: Any) -> None:
-    from orchestrator.client import Conclave
+    from orchestrator.client.conclave import Conclave
     from tests.integration.durability import assert_exactly_once, ledger
 
     down = settings.model_copy(update={"broker_url": "redis://127.0.0.1:1/0", "result_backend": None,

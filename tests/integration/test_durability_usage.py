@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from orchestrator.gateway.model_gateway import default_providers
+from orchestrator.gateway.types import ModelSpec, Usage
 from storage import usage
-from tasks.llm.gateway import default_providers
-from tasks.llm.types import ModelSpec, Usage
+from tasks.claimed import PhaseWork
 from tasks.runner import PhaseRunner
-from tasks.work import PhaseWork
 from tests.integration.durability import assert_exactly_once, board_plan, ledger, wait_for
 from tests.llm_server import LLMServer
 
@@ -115,7 +115,7 @@ def test_usage_write_is_idempotent_under_retries_and_races(client: Any) -> None:
     rows = usage.rows_for_plan(client.db, plan_id)
     assert [(r.seq, r.source, r.counted) for r in rows] == [(1, "provider", False), (2, "estimated", False)]
 
-    from tasks.llm.types import Completion
+    from orchestrator.gateway.types import Completion
 
     done = Completion(text="The meeting is open.", usage=used, finish_reason="stop")
     assert runner.complete(work, done) == "completed"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from storage import events, plans
+from storage import outbox, plans
 from tests.integration.durability import TcpProxy, assert_exactly_once, board_plan, ledger, wait_for
 
 PLANS = 8
@@ -71,7 +71,7 @@ def test_three_workers_without_beat_finish_every_plan_through_kills_and_outages(
         led = ledger(client.db, pid)
         assert led.plan.status == "completed", (pid, led.statuses())
         assert_exactly_once(led)
-        finished = [e for e in events.list_events(client.db, pid) if e.type == "plan_finished"]
+        finished = [e for e in outbox.list_events(client.db, pid) if e.type == "plan_finished"]
         assert len(finished) == 1, finished
     # recovery ran where there was no beat: some worker's own reconciler re-sent what the
     # kills and the empty broker lost

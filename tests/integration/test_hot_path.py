@@ -14,18 +14,18 @@ from typing import Any
 
 import pytest
 
-from orchestrator.bus import MemoryBus
-from orchestrator.canvas import Advance, Chain, Run, Step
-from orchestrator.coordinator import Coordinator
-from orchestrator.dispatch import RecordingDispatcher
-from orchestrator.settings import Settings
-from storage import connect, contents, events, payloads, plans
-from storage.sqlcount import StatementCounter
+from orchestrator.control.coordinator import Coordinator
+from orchestrator.control.dispatch import RecordingDispatcher
+from orchestrator.core.bus import MemoryBus
+from orchestrator.core.settings import Settings
+from orchestrator.gateway.providers.offline import OfflineProvider
+from orchestrator.plan.canvas import Advance, Chain, Run, Step
+from storage import connect, contents, event_shapes, outbox, plans
 from storage.status import Outcome
 from tasks.lease import Lease
-from tasks.llm.offline import OfflineProvider
 from tasks.runner import PhaseRunner
 from tests.integration.durability import board_plan
+from tests.sqlcount import StatementCounter
 from tests.unit.test_statements import big_team
 
 CLAIM, USAGE, COMPLETE = "storage.phases.claim_phase", "storage.usage.record_usage", "storage.phases.complete_phase"
@@ -103,16 +103,16 @@ def test_the_folded_statements_store_what_the_event_builders_make(hot: InProcess
         hot.run(plan_id, canvas.root)
     state = plans.load_state(hot.db, plan_id)
     assert state.plan.status == "completed"
-    stored = events.list_events(hot.db, plan_id)
+    stored = outbox.list_events(hot.db, plan_id)
     for phase in state.phases:
         started = next(e for e in stored if e.type == "phase_started" and e.phase_key == phase.key)
         d = started.data
-        expected = payloads.phase_started(phase, attempt=1, worker="it:1:hot", k=d["k"], n=5)
+        expected = event_shapes.phase_started(phase, attempt=1, worker="it:1:hot", k=d["k"], n=5)
         assert (started.type, started.phase_key, started.data) == (expected.type, expected.phase_key, expected.data)
         assert list(started.data) == list(expected.data)  # the builder's keys, in its order
         done = next(e for e in stored if e.type == "phase_completed" and e.phase_key == phase.key)
         d = done.data
-        expected = payloads.phase_completed(phase, attempt=1, chars=d["chars"], truncated=False, fallback=False,
+        expected = event_shapes.phase_completed(phase, attempt=1, chars=d["chars"], truncated=False, fallback=False,
                                             offloaded=d["offloaded"], summary=phase.summary or "", k=d["k"], n=5)
         assert (done.type, done.phase_key, done.data) == (expected.type, expected.phase_key, expected.data)
         assert list(done.data) == list(expected.data)

@@ -11,7 +11,7 @@ from typing import Any
 import redis
 
 from orchestrator.api.feed import RedisFeed
-from orchestrator.bus import RedisBus
+from orchestrator.core.bus import RedisBus
 from tests.conftest import RedisServer
 
 

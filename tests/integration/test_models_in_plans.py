@@ -29,8 +29,8 @@ def server() -> Iterator[LLMServer]:
 
 @pytest.fixture()
 def embedded(tmp_path: Path) -> Iterator[Any]:
-    from orchestrator.client import Conclave
-    from orchestrator.settings import Settings
+    from orchestrator.client.conclave import Conclave
+    from orchestrator.core.settings import Settings
 
     c = Conclave(Settings(home=tmp_path / "home", offline_latency=0.0, reconcile_interval=0.5))
     yield c

@@ -19,7 +19,7 @@ import signal
 from datetime import UTC, datetime
 from typing import Any
 
-from orchestrator.client import Conclave
+from orchestrator.client.conclave import Conclave
 from storage import plans
 from tests.integration.durability import assert_exactly_once, board_plan, ledger, wait_for
 

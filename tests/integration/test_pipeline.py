@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, text
 
-from orchestrator.client import Conclave
+from orchestrator.client.conclave import Conclave
 from tests.llm_server import LLMServer
 
 BOARD = {

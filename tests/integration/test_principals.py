@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import text
 
 from storage import Database, connect, principals, upgrade
-from storage.errors import NotFound
+from storage.exceptions import NotFound
 from storage.identity import token_hash
 
 

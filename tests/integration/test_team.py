@@ -14,7 +14,7 @@ import pytest
 import yaml
 from sqlalchemy import create_engine, text
 
-from orchestrator.client import Conclave
+from orchestrator.client.conclave import Conclave
 from tests.llm_server import LLMServer
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team.yaml"

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, update
 
-from orchestrator.errors import InvalidPlan, PlanConflict, SubmitRateLimited
-from storage import Database, connect, events, plans, upgrade
-from storage.errors import CapacityExceeded, Conflict, NotFound, RateLimited
+from orchestrator.core.errors import InvalidPlan, PlanConflict, SubmitRateLimited
+from storage import Database, connect, outbox, plans, upgrade
+from storage.exceptions import CapacityExceeded, Conflict, NotFound, RateLimited
 from storage.identity import Principal
 from storage.models import Plan
-from storage.records import NewPhase
+from storage.read_models import NewPhase
 from tests.integration.durability import board_plan
 
 ACME = Principal("a1a1a1a1a1a1a1a1", "acme ci", "acme", ("plans:read", "plans:write"))
@@ -184,13 +184,13 @@ def test_per_tenant_rate_limit_holds_under_racing_submissions(clean_db: str) -> 
 
 def test_submit_records_the_principal_and_cancel_and_resume_record_the_actor(db: Database) -> None:
     pid, _ = create(db, "acme", principal=ACME)
-    submitted = [e for e in events.list_events(db, pid) if e.type == "plan_submitted"]
+    submitted = [e for e in outbox.list_events(db, pid) if e.type == "plan_submitted"]
     assert submitted[0].data["principal"] == {"id": ACME.id, "name": ACME.name}
     assert submitted[0].data["tenant"] == "acme"
     plans.reopen(db, pid, retry_failed=False, actor=GLOBEX)
     plans.request_cancel(db, pid, actor=ACME)
     plans.reopen(db, pid, retry_failed=True)  # the operator (no principal) is recorded as such
-    audit = [(e.type, e.data.get("actor")) for e in events.list_events(db, pid)
+    audit = [(e.type, e.data.get("actor")) for e in outbox.list_events(db, pid)
              if e.type in ("resume_requested", "cancel_requested")]
     assert audit == [("resume_requested", GLOBEX.audit()), ("cancel_requested", ACME.audit()),
                      ("resume_requested", None)]
@@ -211,7 +211,7 @@ def test_the_coordinator_submits_into_the_principals_tenant(client: Any) -> None
 
 
 def test_the_coordinator_answers_a_rate_limit_with_retry_after(client: Any, settings: Any) -> None:
-    from orchestrator.client import Conclave
+    from orchestrator.client.conclave import Conclave
 
     limited = Conclave(settings.model_copy(update={"submit_rate": 1}), worker=False)
     try:

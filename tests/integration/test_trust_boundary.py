@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from orchestrator.client import Conclave
-from orchestrator.errors import InvalidPlan
-from orchestrator.expand import expand
-from orchestrator.schema import load_plan
+from orchestrator.client.conclave import Conclave
+from orchestrator.core.errors import InvalidPlan
+from orchestrator.plan.expand import expand
+from orchestrator.plan.schema import load_plan
 from storage import plans
 from storage.models import Plan
 from tests.integration.durability import ledger, wait_for

@@ -20,7 +20,7 @@ import yaml
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from orchestrator.client import Conclave
+from orchestrator.client.conclave import Conclave
 from storage import connect, locks, plans
 from storage.status import PhaseStatus
 from tasks.housekeeping import LOCK, Housekeeper

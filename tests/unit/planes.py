@@ -13,18 +13,18 @@ from typing import Any
 
 from sqlalchemy import update
 
-from orchestrator.bus import MemoryBus, Subscription, drain
-from orchestrator.canvas import Advance, Canvas, Chain, Group, Run, Step
-from orchestrator.coordinator import Coordinator
-from orchestrator.dispatch import RecordingDispatcher
-from orchestrator.settings import Settings
-from storage import Database, connect, contents, events, plans, upgrade, usage
+from orchestrator.control.coordinator import Coordinator
+from orchestrator.control.dispatch import RecordingDispatcher
+from orchestrator.core.bus import MemoryBus, Subscription, drain
+from orchestrator.core.settings import Settings
+from orchestrator.gateway.providers.offline import OfflineProvider
+from orchestrator.plan.canvas import Advance, Canvas, Chain, Group, Run, Step
+from storage import Database, connect, contents, outbox, plans, upgrade, usage
 from storage.models import Phase, utcnow
 from storage.plans import PlanState
-from storage.records import EventRecord, UsageRecord
+from storage.read_models import EventRecord, UsageRecord
 from storage.status import Outcome
 from tasks.lease import Lease
-from tasks.llm.offline import OfflineProvider
 from tasks.runner import PhaseRunner
 
 OWNER = "unit:1:runner"
@@ -107,7 +107,7 @@ class Planes:
         return {p.key: p.status for p in self.state(plan_id).phases}
 
     def events(self, plan_id: str) -> list[EventRecord]:
-        return events.list_events(self.db, plan_id, limit=100_000)
+        return outbox.list_events(self.db, plan_id, limit=100_000)
 
     def usage(self, plan_id: str) -> list[UsageRecord]:
         return usage.rows_for_plan(self.db, plan_id)

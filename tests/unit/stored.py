@@ -6,9 +6,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from orchestrator.expand import expand
-from orchestrator.schema import BoardPlan, TeamPlan, load_plan
-from storage.records import NewPhase, PhaseRecord
+from orchestrator.plan.expand import expand
+from orchestrator.plan.schema import BoardPlan, TeamPlan, load_plan
+from storage.read_models import NewPhase, PhaseRecord
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -11,10 +11,10 @@ import pytest
 
 from orchestrator.api import create_app
 from orchestrator.api import inputs as inp
-from orchestrator.canvas import Advance, Canvas, Chain, Run, to_signature
-from orchestrator.celery_app import build_app
-from orchestrator.errors import BodyTooLarge, InvalidRequest, MalformedBody
-from orchestrator.settings import Settings
+from orchestrator.core.errors import BodyTooLarge, InvalidRequest, MalformedBody
+from orchestrator.core.settings import Settings
+from orchestrator.fleet.celery_app import build_app
+from orchestrator.plan.canvas import Advance, Canvas, Chain, Run, to_signature
 
 
 def test_plain_keeps_json_values_and_order() -> None:

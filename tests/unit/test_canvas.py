@@ -11,13 +11,13 @@ from typing import Any
 
 from celery import Celery
 
-from orchestrator import dag
-from orchestrator.canvas import compile_canvas, orphans, to_signature
-from orchestrator.expand import expand
-from orchestrator.schema import load_plan
-from orchestrator.seriesparallel import Leaf, Open, Parallel, Series, decompose
+from orchestrator.plan import dag
+from orchestrator.plan.canvas import compile_canvas, orphans, to_signature
+from orchestrator.plan.expand import expand
+from orchestrator.plan.schema import load_plan
+from orchestrator.plan.seriesparallel import Leaf, Open, Parallel, Series, decompose
 from storage.models import utcnow
-from storage.records import PhaseRecord
+from storage.read_models import PhaseRecord
 from tests.unit.test_schema import BOARD, TEAM
 
 

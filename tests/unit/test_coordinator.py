@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from orchestrator.canvas import Canvas
-from orchestrator.errors import ResumeInProgress
+from orchestrator.core.errors import ResumeInProgress
+from orchestrator.plan.canvas import Canvas
 from storage import plans
 from storage.models import Phase, utcnow
 from storage.status import Outcome, PhaseStatus, PlanStatus

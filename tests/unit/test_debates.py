@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from orchestrator.debates import MalformedVerdict, Verdict, debate_insertion, parse_verdict
-from orchestrator.divergence import lexical_verdict, stance_of
-from orchestrator.prompts import build_request
-from orchestrator.schema import TeamPlan
-from storage.records import PhaseRecord
-from tasks.llm.offline import OfflineProvider
-from tasks.llm.types import ModelSpec
+from orchestrator.gateway.providers.offline import OfflineProvider
+from orchestrator.gateway.types import ModelSpec
+from orchestrator.plan.debates import MalformedVerdict, Verdict, debate_insertion, parse_verdict
+from orchestrator.plan.divergence import lexical_verdict, stance_of
+from orchestrator.plan.prompts import build_request
+from orchestrator.plan.schema import TeamPlan
+from storage.read_models import PhaseRecord
 from tests.unit.planes import Planes
 from tests.unit.stored import example, inputs_of, stored
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.settings import Settings
+from orchestrator.core.settings import Settings
 from tests.conftest import ROOT
 
 

@@ -1,4 +1,4 @@
-"""One shape per event type: the builders in ``storage.payloads`` make exactly the keys
+"""One shape per event type: the builders in ``storage.event_shapes`` make exactly the keys
 ``docs/api.md`` documents, and a stored event's bus message is the event itself."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from storage import payloads
-from storage.payloads import NewEvent
-from storage.records import EventRecord
+from storage import event_shapes
+from storage.event_shapes import NewEvent
+from storage.read_models import EventRecord
 from tests.conftest import ROOT
 from tests.unit.stored import example, stored
 
@@ -22,20 +22,20 @@ def _documented() -> dict[str, set[str]]:
 def _built() -> list[NewEvent]:
     phase = stored(example("board"))[1]
     return [
-        payloads.plan_submitted(title="t", kind="board", phases=3, tenant="default"),
-        payloads.phase_started(phase, attempt=1, worker="w", k=0, n=3),
-        payloads.phase_completed(phase, attempt=1, chars=3, truncated=False, fallback=False, offloaded=False,
+        event_shapes.plan_submitted(title="t", kind="board", phases=3, tenant="default"),
+        event_shapes.phase_started(phase, attempt=1, worker="w", k=0, n=3),
+        event_shapes.phase_completed(phase, attempt=1, chars=3, truncated=False, fallback=False, offloaded=False,
                                  summary="s", k=1, n=3),
-        payloads.phase_failed(phase, attempt=1, error_code="llm.unavailable", error="e", k=1, n=3),
-        payloads.phase_cancelled(phase, attempt=1, reason="r", k=1, n=3),
-        payloads.phases_skipped(["a"], "r"),
-        payloads.debate_inserted(check="check-1", topic="t", participants=["A", "B"], phases=["d.a", "d.b"]),
-        payloads.limit_reached("debate", limit=1, existing=1),
-        payloads.cancel_requested(["a"]),
-        payloads.retry_requested(["a"]),
-        payloads.resume_requested(retry_failed=False, reset=[], actor=None),
-        payloads.plan_updated({"title": "t2"}, actor=None),
-        payloads.plan_finished("completed", error_code=None, error=None),
+        event_shapes.phase_failed(phase, attempt=1, error_code="llm.unavailable", error="e", k=1, n=3),
+        event_shapes.phase_cancelled(phase, attempt=1, reason="r", k=1, n=3),
+        event_shapes.phases_skipped(["a"], "r"),
+        event_shapes.debate_inserted(check="check-1", topic="t", participants=["A", "B"], phases=["d.a", "d.b"]),
+        event_shapes.limit_reached("debate", limit=1, existing=1),
+        event_shapes.cancel_requested(["a"]),
+        event_shapes.retry_requested(["a"]),
+        event_shapes.resume_requested(retry_failed=False, reset=[], actor=None),
+        event_shapes.plan_updated({"title": "t2"}, actor=None),
+        event_shapes.plan_finished("completed", error_code=None, error=None),
     ]
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from orchestrator.expand import expand
-from orchestrator.schema import load_plan
+from orchestrator.plan.expand import expand
+from orchestrator.plan.schema import load_plan
 from tests.unit.test_schema import BOARD, TEAM
 
 

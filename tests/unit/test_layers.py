@@ -1,24 +1,34 @@
 """The layering holds, checked on the source (every import, at any depth of a module,
 ``TYPE_CHECKING`` ones included):
 
-    storage  ←  tasks.llm  ←  orchestrator  ←  tasks (task bodies, runner, runtime, lease, hooks)
+    storage  ←  orchestrator  ←  tasks (the worker: task bodies, runner, runtime, lease, hooks)
+
+and inside ``orchestrator``, from the ground up (:data:`LAYERS`):
+
+    gateway ← core ← briefing ← plan ← logs ← metrics ← tracing ← control ← fleet ← client ← api ← cli
 
 - ``storage`` imports nothing of ours outside ``storage``;
-- ``tasks.llm`` is a leaf: nothing of ours outside ``tasks.llm``;
-- ``orchestrator`` (the control plane) imports ``storage`` and ``tasks.llm`` only — never
-  other task code (Celery imports the task modules named in the app's ``include``);
+- ``orchestrator.gateway`` (the model gateway) is a leaf: nothing of ours outside it;
+- a layer of ``orchestrator`` imports only the layers below it, and ``storage`` — never
+  task code (Celery imports the task modules named in the app's ``include``);
+- ``import orchestrator`` loads nothing eagerly: its names are handed on lazily;
 - no import cycle between our modules (importing ``a.b`` counts as importing ``a`` too).
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from tests.conftest import ROOT
 
 PACKAGES = ("storage", "tasks", "orchestrator")
+#: orchestrator's layers, from the ground up: each imports only those before it.
+LAYERS = ("gateway", "core", "briefing", "plan", "logs", "metrics", "tracing", "control", "fleet", "client", "api",
+          "cli")
 
 
 def _modules() -> dict[str, Path]:
@@ -93,8 +103,8 @@ def _violations(layer: str, allowed: tuple[str, ...]) -> list[str]:
 
 def test_the_walker_sees_imports_at_any_depth() -> None:
     assert "tasks.runner" in GRAPH["tasks.phase"] or "tasks.runtime" in GRAPH["tasks.phase"]
-    assert "tasks.llm.types" in GRAPH["orchestrator.prompts"]
-    assert "orchestrator.embedded" in GRAPH["orchestrator.client"]  # imported inside a method
+    assert "orchestrator.gateway.types" in GRAPH["orchestrator.plan.prompts"]
+    assert "orchestrator.fleet.embedded" in GRAPH["orchestrator.client.conclave"]  # imported inside a method
 
 
 def test_storage_imports_only_storage() -> None:
@@ -102,11 +112,32 @@ def test_storage_imports_only_storage() -> None:
 
 
 def test_the_model_gateway_is_a_leaf() -> None:
-    assert _violations("tasks.llm", ("tasks.llm",)) == []
+    assert _violations("orchestrator.gateway", ("orchestrator.gateway",)) == []
 
 
 def test_the_control_plane_imports_no_task_code() -> None:
-    assert _violations("orchestrator", ("orchestrator", "storage", "tasks.llm")) == []
+    assert _violations("orchestrator", ("orchestrator", "storage")) == []
+
+
+def test_every_module_of_the_control_plane_is_in_a_layer() -> None:
+    tops = {m.split(".")[1] for m in MODULES if m.startswith("orchestrator.")}
+    assert tops == set(LAYERS)
+
+
+def test_each_layer_imports_only_the_layers_below_it() -> None:
+    wrong = []
+    for i, layer in enumerate(LAYERS):
+        below = tuple(f"orchestrator.{name}" for name in LAYERS[: i + 1])
+        wrong += _violations(f"orchestrator.{layer}", (*below, "storage"))
+    assert wrong == []
+
+
+def test_the_plan_model_loads_without_celery_or_the_client() -> None:
+    """``orchestrator/__init__`` hands its names on lazily: reading a plan loads no broker."""
+    code = ("import sys; from orchestrator.plan.schema import load_plan; import orchestrator; "
+            "print(sorted(m for m in ('celery', 'kombu', 'orchestrator.client', 'fastapi') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_there_is_no_import_cycle() -> None:

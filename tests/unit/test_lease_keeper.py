@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from contextlib import ExitStack
 
-from storage.sqlcount import StatementCounter
 from tasks.lease import LOST, LeaseKeeper
+from tests.sqlcount import StatementCounter
 from tests.unit.planes import Planes
 from tests.unit.stored import example
 

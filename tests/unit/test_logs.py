@@ -14,9 +14,9 @@ import pytest
 import yaml
 from pydantic import SecretStr
 
+from orchestrator.core.settings import Settings
 from orchestrator.logs import JsonLines, LogSetup, Redactor, bind, configure, secrets_of, wants_json
 from orchestrator.logs.formats import KEYS
-from orchestrator.settings import Settings
 
 KEY = "sk-unit-PROVIDER-0f1e2d3c4b5a6978"
 PLAN = "0c3e8f4a-5b6d-4e7f-8a9b-0c1d2e3f4a5b"

@@ -13,13 +13,13 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from orchestrator.api.ops import scrape
+from orchestrator.gateway.failures import RateLimited
+from orchestrator.gateway.model_gateway import Attempt
+from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, Usage
 from orchestrator.metrics import FleetCollector, MeasureCalls, Recorder
 from storage.status import PhaseStatus
 from tasks.housekeeping import Housekeeper
 from tasks.lease import LeaseKeeper
-from tasks.llm.errors import RateLimited
-from tasks.llm.gateway import Attempt
-from tasks.llm.types import ChatRequest, Completion, ModelSpec, Usage
 from tests.conftest import ROOT
 from tests.unit.planes import OWNER, Planes
 from tests.unit.stored import example

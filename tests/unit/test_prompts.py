@@ -1,6 +1,6 @@
 """Every prompt template, rendered from a real plan (the examples) and its stored phases.
 
-The last test holds the module to that: every template of :mod:`orchestrator.prompts`
+The last test holds the module to that: every template of :mod:`orchestrator.plan.prompts`
 must show up, literally, in what the real plans render to — a new template that no
 phase renders fails it.
 """
@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from orchestrator import prompts
-from orchestrator.debates import Verdict, debate_insertion
-from orchestrator.schema import BoardPlan, TeamPlan, load_plan
-from storage.records import ChunkRecord, PhaseRecord
-from tasks.llm.types import ChatRequest
+from orchestrator.gateway.types import ChatRequest
+from orchestrator.plan import prompts
+from orchestrator.plan.debates import Verdict, debate_insertion
+from orchestrator.plan.schema import BoardPlan, TeamPlan, load_plan
+from storage.read_models import ChunkRecord, PhaseRecord
 from tests.unit.stored import example, inputs_of, record, stored
 
 

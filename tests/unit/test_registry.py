@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator.errors import InvalidConfiguration, InvalidPlan
-from orchestrator.registry import ModelResolver, load_registry
-from orchestrator.schema import load_plan
-from orchestrator.settings import Settings
-from tasks.llm.errors import EgressRefused, ModelNotAllowed
+from orchestrator.core.errors import InvalidConfiguration, InvalidPlan
+from orchestrator.core.settings import Settings
+from orchestrator.gateway.failures import EgressRefused, ModelNotAllowed
+from orchestrator.plan.registry import ModelResolver, load_registry
+from orchestrator.plan.schema import load_plan
 
 CLUSTER = {"broker_url": "redis://127.0.0.1:6379/15", "database_url": "sqlite:///unused.db"}
 REGISTRY = {

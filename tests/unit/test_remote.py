@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from orchestrator.errors import ConclaveError, Forbidden, InvalidRequest, PlanNotFound, ServiceUnavailable
-from orchestrator.remote import RemoteConclave
-from orchestrator.views import PlanView
+from orchestrator.client.remote import RemoteConclave
+from orchestrator.core.errors import ConclaveError, Forbidden, InvalidRequest, PlanNotFound, ServiceUnavailable
+from orchestrator.plan.views import PlanView
 
 
 def stored(event_id: int, type_: str = "phase_completed") -> bytes:

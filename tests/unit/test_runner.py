@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from orchestrator.errors import InvalidPlan
-from orchestrator.views import plan_view
+from orchestrator.core.errors import InvalidPlan
+from orchestrator.gateway.providers.offline.options import MAX_LATENCY, MAX_WORDS
+from orchestrator.gateway.types import Completion, ModelSpec, Usage
+from orchestrator.plan.views import plan_view
 from storage import phases
 from storage.models import Plan, utcnow
-from storage.sqlcount import StatementCounter
 from storage.status import Outcome, PhaseStatus, PlanStatus
 from tasks.lease import SHUTDOWN, Lease
-from tasks.llm.offline.options import MAX_LATENCY, MAX_WORDS
-from tasks.llm.types import Completion, ModelSpec, Usage
+from tests.sqlcount import StatementCounter
 from tests.unit.planes import Planes, published
 from tests.unit.stored import example
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.errors import InvalidPlan
-from orchestrator.schema import BoardPlan, TeamPlan, load_plan
+from orchestrator.core.errors import InvalidPlan
+from orchestrator.plan.schema import BoardPlan, TeamPlan, load_plan
 
 BOARD: dict[str, Any] = {
     "kind": "board", "title": "t", "question": "Should we?", "rounds": 2,

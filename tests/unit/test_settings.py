@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.settings import Settings, settings_errors
+from orchestrator.core.settings import Settings, settings_errors
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from tasks.specs import SpecCache
+from tasks.plan_cache import SpecCache
 from tests.unit.stored import example
 
 

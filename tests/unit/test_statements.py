@@ -1,5 +1,5 @@
 """What a phase costs in SQL: the same in a 5-phase board as in a 200-phase team, whatever
-the number of its inputs. Counted with SQLAlchemy events (:class:`storage.sqlcount.StatementCounter`)
+the number of its inputs. Counted with SQLAlchemy events (:class:`tests.sqlcount.StatementCounter`)
 on SQLite, where each operation is a few plain statements in one ``BEGIN IMMEDIATE``
 transaction (on Postgres the claim and the completion are one statement each, see
 ``bench/RESULTS.md``)."""
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from storage.sqlcount import StatementCounter
 from storage.status import Outcome
+from tests.sqlcount import StatementCounter
 from tests.unit.planes import Planes
 from tests.unit.stored import example
 

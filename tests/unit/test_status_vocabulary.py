@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from orchestrator import dag
+from orchestrator.plan import dag
 from storage.status import PHASE_FINAL, PLAN_FINAL, PhaseStatus, PlanStatus
 from tests.unit.planes import Planes
 from tests.unit.stored import example

@@ -28,8 +28,8 @@ from opentelemetry.trace import SpanKind
 
 from orchestrator import tracing
 from orchestrator.api import create_app
-from orchestrator.settings import Settings
-from tasks.llm import http as llm_http
+from orchestrator.core.settings import Settings
+from orchestrator.gateway.providers import http as llm_http
 from tests.conftest import free_port
 from tests.llm_server import LLMServer
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.celery_app import build_app
+from orchestrator.fleet.celery_app import build_app
 from storage.status import PhaseStatus, PlanStatus
 from tasks.runtime import build_runtime
 from tests.unit.planes import Planes

@@ -6,7 +6,7 @@ usage and timings, and the synthesis with its citations linked — phase citatio
 (``[r1.dana]``) to the phase they cite, briefing citations (``[memo:2]``) to the passage,
 highlighted in its document.
 
-The server renders HTML (:mod:`~orchestrator.api.ui.html`, :mod:`~orchestrator.api.ui.listing`,
+The server renders HTML (:mod:`~orchestrator.api.ui.html`, :mod:`~orchestrator.api.ui.plan_list`,
 :mod:`~orchestrator.api.ui.plan`, :mod:`~orchestrator.api.ui.login`) from what it reads
 (:mod:`~orchestrator.api.ui.snapshot`); one small script, ``static/plan.js``, follows the
 plan's event stream and reads the JSON routes (GETs only). No build step. A browser

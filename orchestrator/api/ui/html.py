@@ -13,7 +13,7 @@ from datetime import datetime
 
 from markupsafe import Markup
 
-from orchestrator.version import __version__
+from orchestrator.core.version import __version__
 from storage.identity import Principal
 
 STATIC = "/ui/static"

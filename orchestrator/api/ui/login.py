@@ -15,7 +15,7 @@ from urllib.parse import parse_qs
 from markupsafe import Markup
 
 from orchestrator.api.ui.html import page
-from orchestrator.errors import InvalidRequest
+from orchestrator.core.errors import InvalidRequest
 
 MAX_FORM = 4096
 _NEXT = re.compile(r"^/ui/(?:plans/[A-Za-z0-9_.:\-]{1,200})?(?:\?cursor=[A-Za-z0-9_\-%=]{1,300})?$")

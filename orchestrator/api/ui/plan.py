@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from orchestrator.api.ui.html import badge, count, join, moment, page, seconds
 from orchestrator.api.ui.snapshot import PlanSnapshot, Timing
-from orchestrator.views import PhaseView, PlanView, UsageView
+from orchestrator.plan.views import PhaseView, PlanView, UsageView
 from storage.identity import Principal
 from storage.status import PhaseStatus
 

@@ -29,12 +29,12 @@ from orchestrator.api import inputs as inp
 from orchestrator.api import session
 from orchestrator.api.auth import Credentials
 from orchestrator.api.ui.html import SECURITY_HEADERS, error_page
-from orchestrator.api.ui.listing import PAGE_SIZE, listing_page
 from orchestrator.api.ui.login import HOME, MAX_FORM, login_page, parse_form, safe_next
 from orchestrator.api.ui.plan import live_fragment, plan_page
+from orchestrator.api.ui.plan_list import PAGE_SIZE, listing_page
 from orchestrator.api.ui.snapshot import PlanSnapshot, read_snapshot
-from orchestrator.client import Conclave
-from orchestrator.errors import (
+from orchestrator.client.conclave import Conclave
+from orchestrator.core.errors import (
     ConclaveError,
     Forbidden,
     InvalidRequest,
@@ -42,7 +42,7 @@ from orchestrator.errors import (
     ServiceUnavailable,
     Unauthorized,
 )
-from orchestrator.settings import Settings
+from orchestrator.core.settings import Settings
 from storage.identity import READ, Principal
 from storage.listing import decode_cursor
 

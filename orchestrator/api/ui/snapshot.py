@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from orchestrator.client import Conclave
-from orchestrator.errors import storage_boundary
-from orchestrator.views import PlanView, plan_view
-from storage import events, usage
+from orchestrator.client.conclave import Conclave
+from orchestrator.core.errors import storage_boundary
+from orchestrator.plan.views import PlanView, plan_view
+from storage import outbox, usage
 from storage.identity import Principal
 
 
@@ -54,7 +54,7 @@ def read_snapshot(client: Conclave, ref: str, principal: Principal | None) -> Pl
     coordinator = client.coordinator
     plan = coordinator.get_plan(ref, principal=principal)
     with storage_boundary():
-        last = events.last_event_id(client.db, plan.id)  # before the state: nothing after it is missed
+        last = outbox.last_event_id(client.db, plan.id)  # before the state: nothing after it is missed
     state = coordinator.state(plan.id, principal=principal)
     with storage_boundary():
         rows = usage.rows_for_plan(client.db, plan.id)

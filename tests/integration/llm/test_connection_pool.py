@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tasks.llm.openai import OpenAIProvider
-from tasks.llm.types import ChatRequest, TextDelta
+from orchestrator.gateway.providers.openai import OpenAIProvider
+from orchestrator.gateway.types import ChatRequest, TextDelta
 from tests.integration.llm.test_providers import KEY, KEY_ENV, REQUEST, drain
 from tests.llm_server import DEFAULT_REPLY, LLMServer
 

@@ -13,11 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tasks.llm.egress import EgressPolicy
-from tasks.llm.errors import AuthError, EgressRefused, LLMError, ModelNotAllowed, ProviderUnavailable
-from tasks.llm.gateway import Gateway, default_providers
-from tasks.llm.openai import OpenAIProvider
-from tasks.llm.types import ChatRequest, ModelSpec
+from orchestrator.gateway.egress import EgressPolicy
+from orchestrator.gateway.failures import AuthError, EgressRefused, LLMError, ModelNotAllowed, ProviderUnavailable
+from orchestrator.gateway.model_gateway import Gateway, default_providers
+from orchestrator.gateway.providers.openai import OpenAIProvider
+from orchestrator.gateway.types import ChatRequest, ModelSpec
 from tests.llm_server import DEFAULT_REPLY, LLMServer
 
 REQUEST = ChatRequest(system="You are the CFO.", prompt="Should we ship?")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tasks.llm.errors import (
+from orchestrator.gateway.failures import (
     AuthError,
     BudgetExhausted,
     CallCancelled,
@@ -17,9 +17,9 @@ from tasks.llm.errors import (
     ProviderUnavailable,
     RateLimited,
 )
-from tasks.llm.gateway import CallHook, Gateway, default_providers
-from tasks.llm.openai import OpenAIProvider
-from tasks.llm.types import ChatRequest, ContextBlock, ModelSpec, Usage
+from orchestrator.gateway.model_gateway import CallHook, Gateway, default_providers
+from orchestrator.gateway.providers.openai import OpenAIProvider
+from orchestrator.gateway.types import ChatRequest, ContextBlock, ModelSpec, Usage
 from tests.llm_server import DEFAULT_REPLY, LLMServer
 
 KEY_ENV = "CONCLAVE_TEST_LLM_KEY"

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tasks.llm.anthropic import AnthropicProvider
-from tasks.llm.budget import estimate_usage
-from tasks.llm.errors import AuthError, CallCancelled, StreamStalled
-from tasks.llm.guard import REPLAY_CHUNK, guarded_call
-from tasks.llm.ollama import OllamaProvider
-from tasks.llm.openai import OpenAIProvider
-from tasks.llm.types import ChatRequest, Completion, ModelSpec, Provider, TextDelta, Usage, UsageReport
+from orchestrator.gateway.budget import estimate_usage
+from orchestrator.gateway.failures import AuthError, CallCancelled, StreamStalled
+from orchestrator.gateway.guard import REPLAY_CHUNK, guarded_call
+from orchestrator.gateway.providers.anthropic import AnthropicProvider
+from orchestrator.gateway.providers.ollama import OllamaProvider
+from orchestrator.gateway.providers.openai import OpenAIProvider
+from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, Provider, TextDelta, Usage, UsageReport
 from tests.llm_server import DEFAULT_REPLY, LLMServer
 
 KEY_ENV = "CONCLAVE_TEST_LLM_KEY"

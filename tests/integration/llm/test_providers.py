@@ -10,8 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tasks.llm.anthropic import AnthropicProvider
-from tasks.llm.errors import (
+from orchestrator.gateway.failures import (
     AuthError,
     BadRequest,
     ContextOverflow,
@@ -22,10 +21,11 @@ from tasks.llm.errors import (
     RateLimited,
     StreamStalled,
 )
-from tasks.llm.http import endpoint
-from tasks.llm.ollama import OllamaProvider
-from tasks.llm.openai import OpenAIProvider
-from tasks.llm.types import ChatRequest, ContextBlock, ModelSpec, Provider, TextDelta, Usage, UsageReport
+from orchestrator.gateway.providers.anthropic import AnthropicProvider
+from orchestrator.gateway.providers.http import endpoint
+from orchestrator.gateway.providers.ollama import OllamaProvider
+from orchestrator.gateway.providers.openai import OpenAIProvider
+from orchestrator.gateway.types import ChatRequest, ContextBlock, ModelSpec, Provider, TextDelta, Usage, UsageReport
 from tests.llm_server import DEFAULT_REPLY, UTF8_REPLY, LLMServer
 
 KEY_ENV = "CONCLAVE_TEST_LLM_KEY"

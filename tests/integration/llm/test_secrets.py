@@ -11,12 +11,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tasks.llm.anthropic import AnthropicProvider
-from tasks.llm.errors import AuthError, LLMError, ProviderMisconfigured
-from tasks.llm.ollama import OllamaProvider
-from tasks.llm.openai import OpenAIProvider
-from tasks.llm.types import ChatRequest, ModelSpec, Provider
-from tasks.llm.upstream import scrub
+from orchestrator.gateway.failures import AuthError, LLMError, ProviderMisconfigured
+from orchestrator.gateway.providers.anthropic import AnthropicProvider
+from orchestrator.gateway.providers.error_text import scrub
+from orchestrator.gateway.providers.ollama import OllamaProvider
+from orchestrator.gateway.providers.openai import OpenAIProvider
+from orchestrator.gateway.types import ChatRequest, ModelSpec, Provider
 from tests.llm_server import DEFAULT_REPLY, LLMServer
 
 KEY_ENV = "SECRETS_TEST_LLM_KEY"

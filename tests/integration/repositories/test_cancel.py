@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from storage import Database, NotFound, events, phases, plans
+from storage import Database, NotFound, outbox, phases, plans
 from tests.integration.repositories.ledger import (
     LEASE,
     claim,
@@ -38,7 +38,7 @@ def test_cancel_cancels_the_queued_phases_of_that_plan_and_flags_it(db: Database
     assert {p.key: p.status for p in state.phases} == {"opening": "running", "final": "cancelled"}
     cancelled = state.by_key()["final"]
     assert cancelled.finished_at is not None and cancelled.enqueued_at is None
-    (event,) = [e for e in events.list_events(db, plan_id) if e.type == "cancel_requested"]
+    (event,) = [e for e in outbox.list_events(db, plan_id) if e.type == "cancel_requested"]
     assert event.data == {"cancelled": ["final"], "actor": None}
     assert [(e.id, e.type, e.data) for e in done.events] == [(event.id, event.type, event.data)]
     again = plans.request_cancel(db, plan_id)  # the plan is still running: flagged again, nothing left to cancel
@@ -74,7 +74,7 @@ def test_a_result_that_arrives_after_the_cancel_ends_cancelled(db: Database) -> 
     assert view(db, plan_id).usage.wasted_tokens == 100  # the call's tokens, kept as spend
     assert "phase_completed" not in event_types(db, plan_id)
     assert event_types(db, plan_id, "opening") == ["phase_started", "phase_cancelled"]
-    (event,) = [e for e in events.list_events(db, plan_id) if e.type == "phase_cancelled"]
+    (event,) = [e for e in outbox.list_events(db, plan_id) if e.type == "phase_cancelled"]
     assert event.data == {"attempt": 1, "expert": None, "kind": "opening", "round": None,
                           "reason": "plan cancelled while the model ran", "error_code": None, "error": None,
                           "k": 2, "n": 2}

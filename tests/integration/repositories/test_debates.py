@@ -12,8 +12,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
-from storage import Database, events, payloads, phases, plans
-from storage.records import NewPhase
+from storage import Database, event_shapes, outbox, phases, plans
+from storage.read_models import NewPhase
 from tests.integration.durability import wait_for
 from tests.integration.repositories.ledger import claim, complete, content_rows, event_types, phase
 
@@ -35,14 +35,14 @@ def _keys(check: str) -> list[str]:
 
 
 def _debate(check: str) -> phases.Insertion:
-    """As :func:`orchestrator.debates.debate_insertion` builds it: positions relative to the
+    """As :func:`orchestrator.plan.debates.debate_insertion` builds it: positions relative to the
     end of the plan, the pending phases that wait for ``check`` rewired to wait for it too."""
     group = f"debate-{check}"
     new = [NewPhase(key, "debate", i, [check], expert=who, round=2, group_key=group, meta={"topic": "pricing"},
                     inputs=[check])
            for i, (key, who) in enumerate(zip(_keys(check), ("Ada", "Bo"), strict=True))]
     return phases.Insertion(phases=new, rewire=check,
-                            event=payloads.debate_inserted(check=check, topic="pricing", participants=["Ada", "Bo"],
+                            event=event_shapes.debate_inserted(check=check, topic="pricing", participants=["Ada", "Bo"],
                                                            phases=_keys(check)))
 
 
@@ -72,12 +72,12 @@ def test_debates_are_inserted_with_the_check_up_to_max_debates(db: Database) -> 
     synthesis = state.by_key()["synthesis"]
     assert synthesis.depends_on == [*CHECKS, *_keys("check-1")]  # waits for the debate too
     assert synthesis.inputs == [*CHECKS, *_keys("check-1")]  # and reads it
-    inserted = [e for e in events.list_events(db, plan_id) if e.type == "debate_inserted"]
+    inserted = [e for e in outbox.list_events(db, plan_id) if e.type == "debate_inserted"]
     assert [e.data for e in inserted] == [
         {"check": "check-1", "topic": "pricing", "participants": ["Ada", "Bo"], "phases": _keys("check-1")}]
-    limited = [e for e in events.list_events(db, plan_id) if e.type == "debate_limit_reached"]
+    limited = [e for e in outbox.list_events(db, plan_id) if e.type == "debate_limit_reached"]
     assert [e.data for e in limited] == [{"limit": 1, "existing": 1}]
-    completed = [e for e in events.list_events(db, plan_id) if e.type == "phase_completed"]
+    completed = [e for e in outbox.list_events(db, plan_id) if e.type == "phase_completed"]
     # what each completion stored, in order: the insertion's event (or the limit's), then the completion
     assert [[(e.id, e.type) for e in f.events] for f in (first, second)] == [
         [(inserted[0].id, "debate_inserted"), (completed[0].id, "phase_completed")],

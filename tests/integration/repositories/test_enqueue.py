@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from storage import Database, events, phases, plans
-from storage.records import NewPhase
+from storage import Database, outbox, phases, plans
+from storage.read_models import NewPhase
 from tests.integration.durability import wait_for
 from tests.integration.repositories.ledger import LEASE, claim, complete, new_plan, phase, wait_until_lease_expired
 
@@ -115,13 +115,13 @@ def test_skipped_phases_record_why_and_only_pending_ones_of_that_plan(db: Databa
     phases.skip_phases(db, other, {"no input": ["final"]})
     assert {p.key: p.status for p in plans.load_state(db, other).phases} == {"opening": "pending",
                                                                               "final": "skipped"}
-    (event,) = [e for e in events.list_events(db, plan_id) if e.type == "phases_skipped"]
+    (event,) = [e for e in outbox.list_events(db, plan_id) if e.type == "phases_skipped"]
     # the event names what was skipped: the running opening was given, and left out
     assert event.data == {"phases": ["final"], "reason": "a phase it depends on did not complete"}
     assert [(e.id, e.type, e.data) for e in stored] == [(event.id, event.type, event.data)]  # what is published
     # nothing left to skip: no event at all
     assert phases.skip_phases(db, plan_id, {"a phase it depends on did not complete": ["opening", "final"]}) == ()
-    assert [e.type for e in events.list_events(db, plan_id)].count("phases_skipped") == 1
+    assert [e.type for e in outbox.list_events(db, plan_id)].count("phases_skipped") == 1
 
 
 def test_skips_are_stored_one_event_per_reason(db: Database) -> None:
@@ -133,7 +133,7 @@ def test_skips_are_stored_one_event_per_reason(db: Database) -> None:
     assert [(e.type, e.data) for e in stored] == [
         ("phases_skipped", {"phases": ["a", "b"], "reason": "the plan's token budget is exhausted"}),
         ("phases_skipped", {"phases": ["c"], "reason": "no input"})]  # an empty reason stores nothing
-    assert [(e.id, e.data) for e in events.list_events(db, plan_id) if e.type == "phases_skipped"] == [
+    assert [(e.id, e.data) for e in outbox.list_events(db, plan_id) if e.type == "phases_skipped"] == [
         (e.id, e.data) for e in stored]
     by_key = plans.load_state(db, plan_id).by_key()
     budget = ("skipped", "the plan's token budget is exhausted")

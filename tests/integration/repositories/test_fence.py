@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from storage import Database, contents, events, phases, plans
-from storage.records import NewPhase
+from storage import Database, contents, outbox, phases, plans
+from storage.read_models import NewPhase
 from tests.integration.durability import wait_for
 from tests.integration.repositories.ledger import (
     claim,
@@ -168,7 +168,7 @@ def test_a_claim_starts_the_attempt_and_records_it(db: Database) -> None:
     assert now.started_at is not None and now.started_at >= before
     assert now.enqueued_at is None  # the message was consumed: the mark is cleared
     assert got.phase == now
-    (started,) = [e for e in events.list_events(db, plan_id) if e.type == "phase_started"]
+    (started,) = [e for e in outbox.list_events(db, plan_id) if e.type == "phase_started"]
     assert (started.phase_key, started.data) == ("opening", {"attempt": 1, "expert": None, "kind": "opening",
                                                              "round": None, "worker": "host:42:abc",
                                                              "k": 0, "n": 2})
@@ -219,7 +219,7 @@ def test_completing_writes_the_result_and_only_this_phases(db: Database) -> None
     assert (mine.status, mine.summary, mine.truncated) == ("completed", "short", True)
     assert mine.finished_at is not None and mine.finished_at >= before
     assert usage_by_attempt(db, plan_id, "opening")[1].counted
-    (completed,) = [e for e in events.list_events(db, plan_id) if e.type == "phase_completed"]
+    (completed,) = [e for e in outbox.list_events(db, plan_id) if e.type == "phase_completed"]
     assert (completed.phase_key, completed.data) == ("opening", {
         "attempt": 1, "expert": None, "kind": "opening", "round": None, "chars": 9, "truncated": True,
         "fallback": True, "offloaded": False, "summary": "short", "k": 1, "n": 3})
@@ -275,7 +275,7 @@ def test_failing_records_the_error_bounded_and_reports_progress(db: Database) ->
     failed = phase(db, plan_id, "opening")
     assert (failed.status, failed.error_code, failed.error_message) == ("failed", "llm.auth", long[:2000])
     assert failed.lease_owner is None and failed.lease_expires_at is None and failed.finished_at is not None
-    (event,) = [e for e in events.list_events(db, plan_id) if e.type == "phase_failed"]
+    (event,) = [e for e in outbox.list_events(db, plan_id) if e.type == "phase_failed"]
     assert event.phase_key == "opening"
     assert event.data == {"attempt": 1, "expert": None, "kind": "opening", "round": None, "error_code": "llm.auth",
                           "error": long[:500], "k": 1, "n": 2}

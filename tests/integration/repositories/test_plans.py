@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from storage import Conflict, Database, NotFound, events, phases, plans
-from storage.errors import Busy, CapacityExceeded
-from storage.records import NewPhase
+from storage import Conflict, Database, NotFound, outbox, phases, plans
+from storage.exceptions import Busy, CapacityExceeded
+from storage.read_models import NewPhase
 from tests.integration.durability import wait_for
 from tests.integration.repositories.ledger import claim, complete, event_types, new_plan, phase
 
@@ -126,7 +126,7 @@ def test_resume_without_retry_failed_leaves_failed_phases_failed(db: Database) -
     assert {p.key: p.status for p in state.phases} == {"opening": "failed", "final": "skipped"}
     assert state.by_key()["opening"].retries_requested == 0
     # every resume is recorded (departure 11), even one that reset nothing; no retry is
-    (event,) = [e for e in events.list_events(db, plan_id) if e.type == "resume_requested"]
+    (event,) = [e for e in outbox.list_events(db, plan_id) if e.type == "resume_requested"]
     assert event.data == {"retry_failed": False, "reset": [], "actor": None}
     assert "retry_requested" not in event_types(db, plan_id)
     assert [(e.id, e.type, e.data) for e in reopened.events] == [(event.id, event.type, event.data)]
@@ -143,7 +143,7 @@ def test_retry_failed_reopens_failed_and_skipped_phases_and_records_it(db: Datab
     assert by_key["opening"].retries_requested == 1 and by_key["final"].retries_requested == 0
     assert all(p.error_code is None and p.error_message is None and p.finished_at is None for p in state.phases)
     assert event_types(db, plan_id).count("retry_requested") == 1
-    stored = [e for e in events.list_events(db, plan_id) if e.type in ("retry_requested", "resume_requested")]
+    stored = [e for e in outbox.list_events(db, plan_id) if e.type in ("retry_requested", "resume_requested")]
     assert [(e.id, e.type, e.data) for e in reopened.events] == [(e.id, e.type, e.data) for e in stored]
     assert stored[1].data == {"retry_failed": True, "reset": reopened.keys, "actor": None}
     again = claim(db, plan_id, "opening", "w2")  # claimable again: the next attempt
@@ -180,7 +180,7 @@ def test_a_plan_is_finished_once(db: Database) -> None:
     assert finished is not None
     assert plans.finish_plan(db, plan_id, "failed", error_code="x", error_message="late") is None
     assert plans.get_plan(db, plan_id).status == "completed"
-    (event,) = [e for e in events.list_events(db, plan_id) if e.type == "plan_finished"]
+    (event,) = [e for e in outbox.list_events(db, plan_id) if e.type == "plan_finished"]
     assert (finished.id, finished.type, finished.data) == (event.id, event.type, event.data)  # what is published
 
 
@@ -288,7 +288,7 @@ def test_a_plan_is_stored_with_its_phases_as_given_and_read_in_plan_order(db: Da
         assert (stored.plan_id, stored.enqueued_at, stored.lease_owner, stored.finished_at) == (
             plan_id, None, None, None)
     assert plans.get_spec(db, plan_id) == SPEC
-    (event,) = events.list_events(db, plan_id)
+    (event,) = outbox.list_events(db, plan_id)
     assert (event.type, event.phase_key, event.data) == ("plan_submitted", None, {
         "title": "Pricing", "kind": "board", "phases": 2, "tenant": "default", "principal": None,
         "documents": 0, "chunks": 0})
@@ -439,7 +439,7 @@ def test_retry_failed_counts_each_retry_and_touches_only_its_plan(db: Database) 
     plan_id = _failed_opening(db)
     other = _failed_opening(db)
     assert sorted(plans.reopen(db, plan_id, retry_failed=True).keys) == ["final", "opening"]
-    (event,) = [e for e in events.list_events(db, plan_id) if e.type == "retry_requested"]
+    (event,) = [e for e in outbox.list_events(db, plan_id) if e.type == "retry_requested"]
     assert sorted(event.data["phases"]) == ["final", "opening"]
     assert {p.status for p in plans.load_state(db, other).phases} == {"failed", "skipped"}
 
@@ -474,7 +474,7 @@ def test_finishing_records_the_outcome(db: Database) -> None:
     plan = plans.get_plan(db, plan_id)
     assert (plan.status, plan.error_code, plan.error_message) == ("failed", "llm.auth", "phase opening failed")
     assert plan.finished_at is not None and plan.finished_at >= before and plan.updated_at >= before
-    (event,) = [e for e in events.list_events(db, plan_id) if e.type == "plan_finished"]
+    (event,) = [e for e in outbox.list_events(db, plan_id) if e.type == "plan_finished"]
     assert event.data == {"status": "failed", "error_code": "llm.auth", "error": "phase opening failed"}
 
 

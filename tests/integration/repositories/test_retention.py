@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 from sqlalchemy import event, text
 
-from orchestrator.bus import MemoryBus
-from orchestrator.coordinator import Coordinator
-from orchestrator.dispatch import RecordingDispatcher
-from orchestrator.settings import Settings
-from storage import Database, briefings, connect, events, plans, retention
+from orchestrator.control.coordinator import Coordinator
+from orchestrator.control.dispatch import RecordingDispatcher
+from orchestrator.core.bus import MemoryBus
+from orchestrator.core.settings import Settings
+from storage import Database, briefings, connect, outbox, plans, retention
+from storage.event_shapes import NewEvent
 from storage.models import utcnow
-from storage.payloads import NewEvent
-from storage.records import NewChunk, NewDocument, NewPhase
+from storage.read_models import NewChunk, NewDocument, NewPhase
 from tasks.housekeeping import Housekeeper
 from tests.integration.repositories.ledger import claim, complete, spend
 
@@ -44,7 +44,7 @@ def _plan(db: Database, title: str, *, finished_days_ago: float | None, events_n
     spend(db, pid, "opening", 1, 10, 20)
     complete(db, pid, "opening", 1, f"result of {title}")
     for i in range(events_n):
-        events.append_event(db, pid, NewEvent("note", {"i": i}))
+        outbox.append_event(db, pid, NewEvent("note", {"i": i}))
     if finished_days_ago is not None:
         plans.finish_plan(db, pid, "completed")
         _set_finished(db, pid, finished_days_ago)
@@ -144,25 +144,25 @@ def test_event_trimming_visits_each_finished_plan_once_from_its_watermark(db: Da
     first = _plan(db, "first", finished_days_ago=1, events_n=130)
     running = _plan(db, "running", finished_days_ago=None, events_n=130)
     ran = _prune(db)
-    assert ran.trimmed == 1 and len(events.list_events(db, first, limit=1000)) == 100  # the newest 100 kept
-    assert len(events.list_events(db, running, limit=1000)) > 130  # an active plan is never pruned
+    assert ran.trimmed == 1 and len(outbox.list_events(db, first, limit=1000)) == 100  # the newest 100 kept
+    assert len(outbox.list_events(db, running, limit=1000)) > 130  # an active plan is never pruned
 
     assert _prune(db).trimmed == 0  # nothing finished since: the pass looks at no plan
     plans.finish_plan(db, running, "completed")
     _set_finished(db, running, 0.5)
     ran = _prune(db)
-    assert ran.trimmed == 1 and len(events.list_events(db, running, limit=1000)) == 100
+    assert ran.trimmed == 1 and len(outbox.list_events(db, running, limit=1000)) == 100
 
     _set_finished(db, first, 31)  # it finished before the event retention period: its events go
     assert _prune(db, keep_days=365).trimmed == 1
-    assert events.list_events(db, first, limit=1000) == [] and _rows(db, first)["contents"] == 1
+    assert outbox.list_events(db, first, limit=1000) == [] and _rows(db, first)["contents"] == 1
 
 
 def test_a_just_finished_plan_is_trimmed_after_the_grace_period(db: Database) -> None:
     pid = _plan(db, "just now", finished_days_ago=0, events_n=130)
     assert _prune(db).trimmed == 0  # a finish may commit out of order: it waits GRACE
     assert _prune(db, now=utcnow() + retention.GRACE + timedelta(seconds=1)).trimmed == 1
-    assert len(events.list_events(db, pid, limit=1000)) == 100
+    assert len(outbox.list_events(db, pid, limit=1000)) == 100
 
 
 @pytest.fixture()

@@ -17,7 +17,7 @@ PAGE = "tests/e2e/test_plan_page.py::test_sign_in_sessions_tenants_and_bad_input
 MUTATIONS: tuple[Mutation, ...] = (
     # I44 — a principal reaches only its tenant's plans
     mutation(
-        "route-reads-as-the-operator", "I44", "orchestrator/api/plans.py",
+        "route-reads-as-the-operator", "I44", "orchestrator/api/plan_routes.py",
         "        view = await _call(_coordinator(request).view, inp.plan_ref(plan_id), principal=principal)\n",
         "        view = await _call(_coordinator(request).view, inp.plan_ref(plan_id), principal=None)\n",
         tests=(TENANTS,),
@@ -29,7 +29,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(PAGE,),
         why="the plan page shows another tenant's plan to anyone signed in"),
     mutation(
-        "listing-not-scoped-to-the-tenant", "I44", "orchestrator/coordinator.py",
+        "listing-not-scoped-to-the-tenant", "I44", "orchestrator/control/coordinator.py",
         "        return listing.list_plans(self.db, tenant=tenant, **filters)\n",
         "        return listing.list_plans(self.db, tenant=None, **filters)\n",
         tests=(TENANTS,),
@@ -49,7 +49,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(TENANTS,),
         why="a revoked, tampered or unknown token is let in as the operator, who sees every tenant"),
     mutation(
-        "cluster-auth-open-by-default", "I45", "orchestrator/settings.py",
+        "cluster-auth-open-by-default", "I45", "orchestrator/core/settings.py",
         "        return not self.embedded or self.api_token is not None\n",
         "        return self.api_token is not None\n",
         tests=("tests/unit/test_settings.py::test_authentication_fails_closed_in_a_cluster",),
@@ -57,7 +57,7 @@ MUTATIONS: tuple[Mutation, ...] = (
 
     # I46 — a PATCH changes only what was sent and stores only a plan that validates whole
     mutation(
-        "patch-merged-plan-not-revalidated", "I46", "orchestrator/schema.py",
+        "patch-merged-plan-not-revalidated", "I46", "orchestrator/plan/schema.py",
         "        checked = _Patched.model_validate(merged)\n",
         "        checked = _Patched.model_construct(**merged)\n",
         tests=(PATCH,),
@@ -70,8 +70,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="the debate limit of a plan that has ended is changed and reported as a success"),
     mutation(
         "patch-actor-not-recorded", "I46", "storage/plans.py",
-        "            outbox.append(payloads.plan_updated(changed, actor=actor.audit() if actor else None))\n",
-        "            outbox.append(payloads.plan_updated(changed, actor=None))\n",
+        "            outbox.append(event_shapes.plan_updated(changed, actor=actor.audit() if actor else None))\n",
+        "            outbox.append(event_shapes.plan_updated(changed, actor=None))\n",
         tests=(TENANTS,),
         why="a change to a plan is stored without who made it"),
 

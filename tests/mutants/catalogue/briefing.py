@@ -60,19 +60,19 @@ MUTATIONS: tuple[Mutation, ...] = (
 
     # I28 — local reading stays inside the folder named
     mutation(
-        "symlink-escape-followed", "I28", "orchestrator/briefing/reading.py",
+        "symlink-escape-followed", "I28", "orchestrator/client/local_briefing.py",
         "                if not real.is_relative_to(root):\n",
         "                if False:\n",
         tests=(f"{READING}::test_a_symlink_inside_the_folder_pointing_outside_is_skipped_and_reported",),
         why="a file in the briefing folder that links outside it is followed and its target sent with the plan"),
     mutation(
-        "dot-dot-leaves-the-plans-folder", "I28", "orchestrator/briefing/reading.py",
+        "dot-dot-leaves-the-plans-folder", "I28", "orchestrator/client/local_briefing.py",
         "        if not target.is_relative_to(self.base):\n",
         "        if False:\n",
         tests=(f"{READING}::test_dot_dot_paths_may_not_leave_the_plans_folder",),
         why="a briefing path with '..' (or absolute) reads files outside the plan's folder"),
     mutation(
-        "hidden-folders-entered", "I28", "orchestrator/briefing/reading.py",
+        "hidden-folders-entered", "I28", "orchestrator/client/local_briefing.py",
         '                if name.startswith("."):\n'
         '                    self._skip(here / name, "hidden folder: not read")',
         '                if False:\n'
@@ -94,7 +94,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(f"{INGEST}::test_limits_are_field_errors",),
         why="documents each under the per-document limit together exceed CONCLAVE_BRIEFING_MAX_BYTES unrefused"),
     mutation(
-        "reading-byte-limit-ignored", "I29", "orchestrator/briefing/reading.py",
+        "reading-byte-limit-ignored", "I29", "orchestrator/client/local_briefing.py",
         "        if self.total_bytes > self.limits.max_bytes:\n",
         "        if False:\n",
         tests=(f"{READING}::test_folder_limits_and_ids_name_the_field",),
@@ -170,7 +170,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(f"{RETRIEVAL}::test_citations_are_found_in_order_and_phase_citations_are_not_briefing_citations",),
         why="a phase citation such as [synthesis] is read as a citation of a briefing document"),
     mutation(
-        "offline-cites-passages-not-in-its-prompt", "I32", "tasks/llm/offline/writing.py",
+        "offline-cites-passages-not-in-its-prompt", "I32", "orchestrator/gateway/providers/offline/writing.py",
         "        yield only_citing(piece, known)\n",
         "        yield piece\n",
         tests=(f"{OFFLINE}::test_a_call_given_no_passage_cites_none_even_when_it_quotes_citations",),
@@ -178,7 +178,7 @@ MUTATIONS: tuple[Mutation, ...] = (
 
     # I34 (the briefing's part) — one read per briefed phase, none without a briefing
     mutation(
-        "briefing-read-without-a-briefing", "I34", "orchestrator/briefing/briefer.py",
+        "briefing-read-without-a-briefing", "I34", "tasks/briefer.py",
         "        if not plan.briefing or phase.kind not in BRIEFED_KINDS:\n",
         "        if phase.kind not in BRIEFED_KINDS:\n",
         tests=(STATEMENTS,),

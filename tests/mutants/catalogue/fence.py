@@ -104,7 +104,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="a usage row is reckoned against every phase at its attempt number: completing one phase "
             "makes other phases' running attempts cost"),
     mutation(
-        "view-sums-waste-as-cost", "I4", "orchestrator/views.py",
+        "view-sums-waste-as-cost", "I4", "orchestrator/plan/views.py",
         "cost = [r for r in rows if r.counted]",
         "cost = list(rows)",
         tests=(f"{FENCE}::test_a_stale_attempt_is_fenced_while_the_new_attempt_runs{PG}",),

@@ -13,7 +13,7 @@ PG, SQLITE = "[postgresql]", "[sqlite]"
 MUTATIONS: tuple[Mutation, ...] = (
     # I8 — canvases end in advance
     mutation(
-        "chain-without-advance", "I8", "orchestrator/canvas.py",
+        "chain-without-advance", "I8", "orchestrator/plan/canvas.py",
         "        return Chain((run, Advance())) if tail else run\n",
         "        return run\n",
         tests=("tests/unit/test_canvas.py::test_a_board_is_one_canvas_from_its_opening_to_advance",
@@ -31,13 +31,13 @@ MUTATIONS: tuple[Mutation, ...] = (
 
     # I15 — the stream guard
     mutation(
-        "replay-after-partial-stream", "I15", "tasks/llm/guard.py",
+        "replay-after-partial-stream", "I15", "orchestrator/gateway/guard.py",
         "    if outcome.text:\n",
         '    if outcome.text and outcome.reason == "end":\n',
         tests=(f"{GUARD}::test_break_after_partial_text_is_truncated_without_double_broadcast",),
         why="a stream that broke after partial text falls back and broadcasts the full text again"),
     mutation(
-        "truncated-dropped", "I15", "tasks/llm/guard.py",
+        "truncated-dropped", "I15", "orchestrator/gateway/guard.py",
         "truncated=True, finish_reason=outcome.reason)",
         "truncated=False, finish_reason=outcome.reason)",
         tests=(f"{GUARD}::test_break_after_partial_text_is_truncated_without_double_broadcast",),
@@ -49,19 +49,19 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/integration/test_models_in_plans.py::test_break_mid_stream_keeps_partial_text_marked_truncated",),
         why="the stored phase does not say its text is partial"),
     mutation(
-        "first-chunk-timeout-ignored", "I15", "tasks/llm/guard.py",
+        "first-chunk-timeout-ignored", "I15", "orchestrator/gateway/guard.py",
         '(started + spec.first_chunk_timeout, "first_chunk_timeout")',
         '(started + spec.deadline, "first_chunk_timeout")',
         tests=(f"{GUARD}::test_no_first_chunk_falls_back_and_replays",),
         why="a stream that never sends its first chunk holds the call until the deadline"),
     mutation(
-        "idle-timeout-ignored", "I15", "tasks/llm/guard.py",
+        "idle-timeout-ignored", "I15", "orchestrator/gateway/guard.py",
         '(last_event + spec.idle_timeout, "idle_timeout")',
         '(last_event + spec.deadline, "idle_timeout")',
         tests=(f"{GUARD}::test_a_stream_without_abort_that_stalls_after_text_is_truncated",),
         why="a stream without abort() that stalls after partial text holds the call until the deadline"),
     mutation(
-        "watchdog-idle-timeout-ignored", "I15", "tasks/llm/watchdog.py",
+        "watchdog-idle-timeout-ignored", "I15", "orchestrator/gateway/watchdog.py",
         '(self.last_event + self._idle, "idle_timeout")',
         '(self.last_event + 86400.0, "idle_timeout")',
         tests=(f"{GUARD}::test_idle_timeout_after_partial_text_is_truncated",
@@ -69,25 +69,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="a stream read on its caller's thread that stalls after partial text holds the call until "
             "the deadline"),
     mutation(
-        "deadline-ignored", "I15", "tasks/llm/guard.py",
+        "deadline-ignored", "I15", "orchestrator/gateway/guard.py",
         "    deadline_at = started + spec.deadline\n",
         "    deadline_at = started + 86400.0\n",
         tests=(f"{GUARD}::test_deadline_bounds_stream_and_fallback",),
         why="a call whose fallback hangs is never given up"),
     mutation(
-        "stream-not-cancellable", "I15", "tasks/llm/guard.py",
+        "stream-not-cancellable", "I15", "orchestrator/gateway/guard.py",
         "        while True:\n            if should_stop():\n",
         "        while True:\n            if False:\n",
         tests=(f"{GUARD}::test_should_stop_cancels_while_waiting_for_the_first_chunk",),
         why="a call cancelled or taken over while it waits for its first chunk keeps waiting"),
     mutation(
-        "inline-read-not-cancellable", "I15", "tasks/llm/guard.py",
+        "inline-read-not-cancellable", "I15", "orchestrator/gateway/guard.py",
         "            watch.saw(text=is_text)\n            if should_stop():\n",
         "            watch.saw(text=is_text)\n            if False:\n",
         tests=(f"{GUARD}::test_should_stop_cancels_a_running_stream_promptly",),
         why="a stream read on its caller's thread shows more text after its call was cancelled"),
     mutation(
-        "watchdog-ignores-should-stop", "I15", "tasks/llm/watchdog.py",
+        "watchdog-ignores-should-stop", "I15", "orchestrator/gateway/watchdog.py",
         "            stop = self._should_stop()\n",
         "            stop = False\n",
         tests=(f"{GUARD}::test_should_stop_cancels_a_read_blocked_after_the_handover",),

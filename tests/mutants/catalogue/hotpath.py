@@ -36,7 +36,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(f"{HOT}::test_the_folded_statements_store_what_the_event_builders_make",),
         why="the folded Postgres statements store events whose keys are not in their builder's order"),
     mutation(
-        "bus-message-rebuilt", "I23", "orchestrator/bus.py",
+        "bus-message-rebuilt", "I23", "orchestrator/core/bus.py",
         "        bus.publish(plan_id, event.message())\n",
         '        bus.publish(plan_id, {"type": event.type, "phase": event.phase_key, **event.data})\n',
         tests=(f"{COORD}::test_a_board_runs_from_its_recorded_canvases_to_a_stored_result",
@@ -44,14 +44,14 @@ MUTATIONS: tuple[Mutation, ...] = (
                f"{CLAIM}{SQLITE}"),
         why="the bus carries a shape of its own instead of the stored event"),
     mutation(
-        "outbox-record-without-its-id", "I23", "storage/events.py",
+        "outbox-record-without-its-id", "I23", "storage/outbox.py",
         "        self._session.flush()\n",
         "",
         tests=(f"{COORD}::test_cancel_ends_queued_phases_and_a_running_one_at_its_completion",),
         why="a repository returns (and the caller publishes) its events before they are stored: "
             "no id, so a watcher cannot resume from them"),
     mutation(
-        "builder-drops-a-documented-key", "I23", "storage/payloads.py",
+        "builder-drops-a-documented-key", "I23", "storage/event_shapes.py",
         '{**_about(phase, attempt), "worker": worker, "k": k, "n": n}',
         '{**_about(phase, attempt), "k": k, "n": n}',
         tests=(f"{EVENTS}::test_every_event_type_has_the_documented_keys", f"{CLAIM}{PG}", f"{CLAIM}{SQLITE}"),
@@ -66,7 +66,7 @@ MUTATIONS: tuple[Mutation, ...] = (
                f"{STATUS}::test_rows_stored_as_plain_strings_read_back_as_the_vocabulary"),
         why="a status value changes: rows stored before no longer read back"),
     mutation(
-        "final-statuses-listed-twice", "I24", "storage/records.py",
+        "final-statuses-listed-twice", "I24", "storage/read_models.py",
         "        return self.status in PHASE_FINAL\n",
         '        return self.status in ("completed", "failed", "cancelled")\n',
         tests=(f"{STATUS}::test_rows_stored_as_plain_strings_read_back_as_the_vocabulary",),
@@ -75,20 +75,21 @@ MUTATIONS: tuple[Mutation, ...] = (
 
     # I25 — layers without a loop
     mutation(
-        "control-plane-imports-the-runner", "I25", "orchestrator/canvas.py",
+        "control-plane-imports-the-runner", "I25", "orchestrator/plan/canvas.py",
         *type_checking_import("from storage.status import PhaseStatus\n", "from tasks.runner import PhaseRunner"),
         tests=(f"{LAYERS}::test_the_control_plane_imports_no_task_code", f"{LAYERS}::test_there_is_no_import_cycle"),
         why="the control plane imports task code (the runner), which imports the control plane back"),
     mutation(
-        "storage-imports-the-bus", "I25", "storage/events.py",
-        *type_checking_import("from storage.records import EventRecord, snapshot\n",
-                              "from orchestrator.bus import Bus"),
+        "storage-imports-the-bus", "I25", "storage/outbox.py",
+        *type_checking_import("from storage.read_models import EventRecord, snapshot\n",
+                              "from orchestrator.core.bus import Bus"),
         tests=(f"{LAYERS}::test_storage_imports_only_storage", f"{LAYERS}::test_there_is_no_import_cycle"),
         why="storage imports the control plane"),
     mutation(
-        "gateway-imports-the-settings", "I25", "tasks/llm/gateway.py",
-        *type_checking_import("from tasks.llm.types import ChatRequest, Completion, ModelSpec, Provider, Usage\n",
-                              "from orchestrator.settings import Settings"),
+        "gateway-imports-the-settings", "I25", "orchestrator/gateway/model_gateway.py",
+        *type_checking_import(
+            "from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, Provider, Usage\n",
+                              "from orchestrator.core.settings import Settings"),
         tests=(f"{LAYERS}::test_the_model_gateway_is_a_leaf",),
         why="the model gateway is no longer a leaf: it imports the control plane"),
 
@@ -106,7 +107,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(f"{CLAIM}{SQLITE}",),
         why="on SQLite a phase gets only its direct dependencies, not what they were built on"),
     mutation(
-        "expansion-stores-direct-inputs", "I33", "orchestrator/expand.py",
+        "expansion-stores-direct-inputs", "I33", "orchestrator/plan/expand.py",
         "dataclasses.replace(p, inputs=inputs[p.key])",
         "dataclasses.replace(p, inputs=list(p.depends_on))",
         tests=("tests/unit/test_prompts.py::test_later_round_turn_reads_the_full_text_of_every_earlier_round",
@@ -171,20 +172,20 @@ MUTATIONS: tuple[Mutation, ...] = (
 
     # I36 — a stored spec is immutable: parsed once per plan and process, bounded LRU
     mutation(
-        "spec-not-cached", "I36", "tasks/specs.py",
+        "spec-not-cached", "I36", "tasks/plan_cache.py",
         "                    self._plans[plan_id] = plan\n",
         "                    self._plans.pop(plan_id, None)\n",
         tests=(f"{SPECS}::test_a_plan_is_loaded_once_however_many_phases_ask_at_once",
                f"{STATEMENTS}::test_claim_and_completion_cost_the_same_in_any_plan"),
         why="every claim reads and parses its plan's spec again"),
     mutation(
-        "spec-cache-drops-the-newest", "I36", "tasks/specs.py",
+        "spec-cache-drops-the-newest", "I36", "tasks/plan_cache.py",
         "self._plans.popitem(last=False)",
         "self._plans.popitem(last=True)",
         tests=(f"{SPECS}::test_the_least_recently_used_plan_is_dropped_past_the_bound",),
         why="past the bound the plan just loaded is dropped, not the least recently used"),
     mutation(
-        "spec-cache-is-fifo", "I36", "tasks/specs.py",
+        "spec-cache-is-fifo", "I36", "tasks/plan_cache.py",
         "            self._plans.move_to_end(plan_id)\n",
         "            pass\n",
         tests=(f"{SPECS}::test_the_least_recently_used_plan_is_dropped_past_the_bound",),
@@ -192,7 +193,7 @@ MUTATIONS: tuple[Mutation, ...] = (
 
     # I37 — resend only what has been READY and unclaimed for requeue_after
     mutation(
-        "resend-phases-marked-long-ago", "I37", "orchestrator/dag.py",
+        "resend-phases-marked-long-ago", "I37", "orchestrator/plan/dag.py",
         "stale = p.enqueued_at is not None and p.enqueued_at < cutoff and (since is None or since < cutoff)",
         "stale = p.enqueued_at is not None and p.enqueued_at < cutoff",
         tests=(f"{CANVAS}::test_a_marked_phase_is_resent_only_once_it_has_been_ready_for_requeue_after",),
@@ -206,13 +207,13 @@ MUTATIONS: tuple[Mutation, ...] = (
                "requeue_after",),
         why="the reconciler re-derives a plan whose phases wait, marked long ago, for inputs still running"),
     mutation(
-        "resent-head-leaves-its-downstream", "I37", "orchestrator/canvas.py",
+        "resent-head-leaves-its-downstream", "I37", "orchestrator/plan/canvas.py",
         "            carried = any(d.key in broken for d in known)\n",
         "            carried = False\n",
         tests=(f"{CANVAS}::test_phases_an_earlier_canvas_carries_are_left_to_it_unless_that_canvas_is_broken",),
         why="a re-sent head goes alone: what its broken canvas would have triggered waits for the reconciler"),
     mutation(
-        "orphan-marks-kept", "I37", "orchestrator/canvas.py",
+        "orphan-marks-kept", "I37", "orchestrator/plan/canvas.py",
         "    return [p for p in phases if p.key in seen and p.key not in carried and p.enqueued_at is not None]\n",
         "    return []\n",
         tests=(f"{CANVAS}::test_phases_an_earlier_canvas_carries_are_left_to_it_unless_that_canvas_is_broken",),

@@ -37,7 +37,7 @@ MUTATIONS: tuple[Mutation, ...] = (
 
     # I51 — one trace per plan, derived from its id
     mutation(
-        "plan-trace-not-derived-from-the-plan", "I51", "orchestrator/tracing/ids.py",
+        "plan-trace-not-derived-from-the-plan", "I51", "orchestrator/tracing/trace_ids.py",
         "        value = uuid.UUID(plan_id).int\n",
         "        value = uuid.uuid4().int\n",
         tests=(f"{TRACING}::test_one_trace_per_plan_with_a_span_per_phase_and_per_model_call",),

@@ -23,20 +23,20 @@ HANG_SWITCH = f"{FAULTS}[options0]"  # {"hang": ["Dana"]}: only where the provid
 MUTATIONS: tuple[Mutation, ...] = (
     # I38 — offline options are one typed, bounded model, at submit and in the provider
     mutation(
-        "offline-words-unbounded", "I38", "tasks/llm/offline/options.py",
+        "offline-words-unbounded", "I38", "orchestrator/gateway/providers/offline/options.py",
         "    words: int = Field(110, ge=1, le=MAX_WORDS)\n",
         "    words: int = Field(110, ge=1)\n",
         tests=(f"{BOUNDS}[options0-words-less than or equal to 50000]",
                f"{RUNNER}::test_submit_refuses_fault_switches_and_options_out_of_bounds_naming_the_option"),
         why="an offline model may be asked for any number of words (a CPU burner), at submit and at call time"),
     mutation(
-        "offline-unknown-option-accepted", "I38", "tasks/llm/offline/options.py",
+        "offline-unknown-option-accepted", "I38", "orchestrator/gateway/providers/offline/options.py",
         '    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)\n',
         '    model_config = ConfigDict(extra="ignore", frozen=True, strict=True, allow_inf_nan=False)\n',
         tests=(f"{BOUNDS}[options8-seed-unknown option]",),
         why="a misspelt or unknown offline option is silently ignored instead of refused by name"),
     mutation(
-        "provider-trusts-stored-options", "I38", "tasks/llm/offline/options.py",
+        "provider-trusts-stored-options", "I38", "orchestrator/gateway/providers/offline/options.py",
         "            parsed = cls.model_validate(dict(options))\n",
         "            parsed = cls.model_construct(**dict(options))\n",
         tests=(f"{BOUNDS}[options8-seed-unknown option]", f"{BOUNDS}[options4-chunk_chars-greater than or equal to 4]"),
@@ -44,20 +44,20 @@ MUTATIONS: tuple[Mutation, ...] = (
 
     # I39 — fault switches run only in a process in testing mode
     mutation(
-        "provider-runs-faults-outside-testing", "I39", "tasks/llm/offline/options.py",
+        "provider-runs-faults-outside-testing", "I39", "orchestrator/gateway/providers/offline/options.py",
         "        faults = [] if testing else parsed.fault_switches()\n",
         "        faults = []\n",
         tests=(FAIL_SWITCH, BREAK_SWITCH),
         why="a fault switch that got past submit runs in a provider not in testing mode"),
     mutation(
-        "submit-allows-faults-outside-testing", "I39", "tasks/llm/offline/options.py",
+        "submit-allows-faults-outside-testing", "I39", "orchestrator/gateway/providers/offline/options.py",
         "    if testing:\n        return problems\n",
         "    if True:\n        return problems\n",
         tests=(HANG_SWITCH,
                f"{RUNNER}::test_submit_refuses_fault_switches_and_options_out_of_bounds_naming_the_option"),
         why="submit accepts fault switches from a submitter that is not in testing mode"),
     mutation(
-        "break-after-chars-not-a-fault", "I39", "tasks/llm/offline/options.py",
+        "break-after-chars-not-a-fault", "I39", "orchestrator/gateway/providers/offline/options.py",
         '        if self.break_after_chars is not None:\n            on.append("break_after_chars")\n',
         '        if False:\n            on.append("break_after_chars")\n',
         tests=(BREAK_SWITCH,),
@@ -71,19 +71,19 @@ MUTATIONS: tuple[Mutation, ...] = (
 
     # I40 — the offline stream is lazy, byte-identical to the whole text, and abortable
     mutation(
-        "offline-text-rendered-eagerly", "I40", "tasks/llm/offline/provider.py",
+        "offline-text-rendered-eagerly", "I40", "orchestrator/gateway/providers/offline/provider.py",
         "        chunks = _chunks(render_pieces(request, opts), opts.chunk_chars)\n",
         "        chunks = _chunks([render(request, opts)], opts.chunk_chars)\n",
         tests=(f"{OFFLINE}::test_a_long_text_is_written_only_as_far_as_it_is_read",),
         why="the stream writes the whole text before its first chunk, however little of it is read"),
     mutation(
-        "offline-abort-ignored", "I40", "tasks/llm/offline/provider.py",
+        "offline-abort-ignored", "I40", "orchestrator/gateway/providers/offline/provider.py",
         '            raise StreamStalled("offline stream aborted")\n',
         "            return\n",
         tests=(f"{OFFLINE}::test_abort_ends_a_stream_waiting_between_chunks",),
         why="an aborted offline stream stops waiting but writes the rest of its text"),
     mutation(
-        "offline-tail-chunk-dropped", "I40", "tasks/llm/offline/provider.py",
+        "offline-tail-chunk-dropped", "I40", "orchestrator/gateway/providers/offline/provider.py",
         "    if rest:\n        yield rest\n",
         "    if rest:\n        pass\n",
         tests=(f"{OFFLINE}::test_chunks_of_pieces_are_the_chunks_of_the_whole_text",
@@ -138,38 +138,38 @@ MUTATIONS: tuple[Mutation, ...] = (
 
     # I42 — an upstream error reaches readers as its code and a reason from safe parts only
     mutation(
-        "upstream-body-in-the-message", "I42", "tasks/llm/http.py",
+        "upstream-body-in-the-message", "I42", "orchestrator/gateway/providers/http.py",
         '    return classify(status, message, code, public=reason(provider, f"HTTP {status}", code),\n',
         '    return classify(status, message, code,\n'
         '                    public=reason(provider, f"HTTP {status}", code) + f": {message}",\n',
         tests=(f"{UPSTREAM}::test_an_http_error_says_status_and_code_and_logs_the_scrubbed_body",),
         why="what the upstream server said (possibly the key or planted text) is stored and shown as the error"),
     mutation(
-        "stream-error-text-in-the-message", "I42", "tasks/llm/http.py",
+        "stream-error-text-in-the-message", "I42", "orchestrator/gateway/providers/http.py",
         '    return classify(status, message, code, public=reason(provider, "stream error", code),\n',
         '    return classify(status, message, code, public=reason(provider, "stream error", code) + f": {message}",\n',
         tests=(f"{UPSTREAM}::test_an_error_inside_a_stream_says_only_its_code",),
         why="the message of an error object inside a stream is stored and shown"),
     mutation(
-        "transport-error-text-in-the-message", "I42", "tasks/llm/http.py",
+        "transport-error-text-in-the-message", "I42", "orchestrator/gateway/providers/http.py",
         '    public = f"{provider} {type(exc).__name__}"',
         '    public = f"{provider} {type(exc).__name__}: {exc}"',
         tests=(f"{UPSTREAM}::test_a_transport_error_names_its_type_only",),
         why="a transport error's text (internal hosts and addresses) is stored and shown"),
     mutation(
-        "any-upstream-code-shown", "I42", "tasks/llm/upstream.py",
+        "any-upstream-code-shown", "I42", "orchestrator/gateway/providers/error_text.py",
         "    if not isinstance(code, str) or not _CODE.match(code):\n",
         "    if not isinstance(code, str) or not code:\n",
         tests=(f"{UPSTREAM}::test_only_identifier_like_codes_are_shown",),
         why="an upstream error code that is really a message or a token is shown in the public reason"),
     mutation(
-        "configured-secrets-not-scrubbed", "I42", "tasks/llm/upstream.py",
+        "configured-secrets-not-scrubbed", "I42", "orchestrator/gateway/providers/error_text.py",
         '            text = text.replace(secret, "***")\n',
         "            text = text\n",
         tests=(f"{UPSTREAM}::test_scrub_replaces_secrets_and_anything_token_like_and_keeps_the_words",),
         why="the logged upstream body keeps configured header values the scrubber was given"),
     mutation(
-        "upstream-detail-pickled", "I42", "tasks/llm/errors.py",
+        "upstream-detail-pickled", "I42", "orchestrator/gateway/failures.py",
         "    def __reduce__(self) -> tuple[Any, ...]:\n",
         "    def _reduce_unused(self) -> tuple[Any, ...]:\n",
         tests=(f"{UPSTREAM}::test_an_http_error_says_status_and_code_and_logs_the_scrubbed_body",),

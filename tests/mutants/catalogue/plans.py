@@ -5,7 +5,7 @@ cap (I10) and one resume at a time (I12).
 The plan aggregate is ``storage/plans.py`` (admission in ``storage/tenancy.py``); a debate is
 inserted by ``storage.phases._insert`` inside the check's completion, after the plan row was
 locked by ``storage.sql.base.Statements.lock_plan`` (the same statement on both databases);
-what ``advance`` sends is ``orchestrator.dag.sendable``."""
+what ``advance`` sends is ``orchestrator.plan.dag.sendable``."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ MUTATIONS: tuple[Mutation, ...] = (
 
     # I6 — decisions derived from stored phases
     mutation(
-        "ready-ignores-inputs", "I6", "orchestrator/dag.py",
+        "ready-ignores-inputs", "I6", "orchestrator/plan/dag.py",
         "        if p.status == PhaseStatus.PENDING and inputs_done(p, by_key):\n",
         "        if p.status == PhaseStatus.PENDING:\n",
         tests=("tests/unit/test_canvas.py::test_a_marked_phase_is_resent_only_once_it_has_been_ready_for_requeue_after",),

@@ -54,7 +54,7 @@ MUTATIONS: tuple[Mutation, ...] = (
 
     # I20 — plan ids and task ids are never confused
     mutation(
-        "task-id-may-look-like-a-plan-id", "I20", "orchestrator/schema.py",
+        "task-id-may-look-like-a-plan-id", "I20", "orchestrator/plan/schema.py",
         "        if v is not None and as_plan_id(v) is not None:\n",
         "        if False:\n",
         tests=(f"{SCHEMA}::test_a_task_id_shaped_like_a_plan_id_is_rejected",),
@@ -86,7 +86,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(SCOPED,),
         why="the operator's lookup of a task id used by several tenants silently picks one of their plans"),
     mutation(
-        "coordinator-finds-plans-in-every-tenant", "I20", "orchestrator/coordinator.py",
+        "coordinator-finds-plans-in-every-tenant", "I20", "orchestrator/control/coordinator.py",
         "        return plans.resolve(self.db, ref, tenant=tenant)\n",
         "        return plans.resolve(self.db, ref, tenant=None)\n",
         tests=(f"{CALLERS}::test_a_principal_finds_cancels_and_resumes_only_its_tenants_plans",),
@@ -130,8 +130,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="the plan_submitted event does not say who submitted the plan"),
     mutation(
         "cancel-actor-not-recorded", "I22", "storage/plans.py",
-        "payloads.cancel_requested(keys, actor=actor.audit() if actor else None)",
-        "payloads.cancel_requested(keys, actor=None)",
+        "event_shapes.cancel_requested(keys, actor=actor.audit() if actor else None)",
+        "event_shapes.cancel_requested(keys, actor=None)",
         tests=(AUDIT,),
         why="the cancel_requested event does not say who cancelled the plan"),
     mutation(
@@ -141,19 +141,19 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(AUDIT,),
         why="the resume_requested event does not say who resumed the plan"),
     mutation(
-        "coordinator-submit-forgets-the-caller", "I22", "orchestrator/coordinator.py",
+        "coordinator-submit-forgets-the-caller", "I22", "orchestrator/control/coordinator.py",
         "tenant=principal.tenant if principal else DEFAULT_TENANT, principal=principal,",
         "tenant=principal.tenant if principal else DEFAULT_TENANT, principal=None,",
         tests=(WHO_ASKED,),
         why="a plan submitted through the API or CLI records no submitter"),
     mutation(
-        "coordinator-cancel-forgets-the-caller", "I22", "orchestrator/coordinator.py",
+        "coordinator-cancel-forgets-the-caller", "I22", "orchestrator/control/coordinator.py",
         "plans.request_cancel(self.db, plan_id, actor=principal)",
         "plans.request_cancel(self.db, plan_id)",
         tests=(WHO_ASKED,),
         why="a cancel through the API or CLI records no actor"),
     mutation(
-        "coordinator-resume-forgets-the-caller", "I22", "orchestrator/coordinator.py",
+        "coordinator-resume-forgets-the-caller", "I22", "orchestrator/control/coordinator.py",
         "plans.reopen(self.db, plan_id, retry_failed=retry_failed, actor=principal)",
         "plans.reopen(self.db, plan_id, retry_failed=retry_failed)",
         tests=(WHO_ASKED,),

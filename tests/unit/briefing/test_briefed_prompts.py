@@ -16,11 +16,11 @@ import pytest
 
 from orchestrator.briefing.citations import find_citations
 from orchestrator.briefing.retrieval import passage_tokens, render
-from orchestrator.prompts import BRIEFING
+from orchestrator.gateway.providers.offline import OfflineProvider
+from orchestrator.gateway.providers.offline.citing import passages_in
+from orchestrator.gateway.types import ChatRequest, ModelSpec
+from orchestrator.plan.prompts import BRIEFING
 from storage import briefings
-from tasks.llm.offline import OfflineProvider
-from tasks.llm.offline.passages import passages_in
-from tasks.llm.types import ChatRequest, ModelSpec
 from tasks.runner import PhaseRunner
 from tests.unit.conftest import _planes
 from tests.unit.planes import Planes

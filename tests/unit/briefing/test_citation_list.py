@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from orchestrator.briefing.citations import find_citations, resolve_citations
-from orchestrator.briefing.views import CitationView
-from orchestrator.console import citation_lines
-from storage.records import ChunkRecord
+from orchestrator.briefing.documents import CitationView
+from orchestrator.client.console import citation_lines
+from storage.read_models import ChunkRecord
 
 
 def test_the_list_resolves_each_passage_once_and_flags_the_unresolved() -> None:

@@ -13,12 +13,12 @@ import pytest
 from sqlalchemy import text
 
 from orchestrator.briefing.ingest import Limits, ingest
-from orchestrator.bus import MemoryBus
-from orchestrator.canvas import Canvas
-from orchestrator.coordinator import Coordinator
-from orchestrator.errors import InvalidPlan
-from orchestrator.schema import dump_plan, load_plan
-from orchestrator.settings import Settings
+from orchestrator.control.coordinator import Coordinator
+from orchestrator.core.bus import MemoryBus
+from orchestrator.core.errors import InvalidPlan
+from orchestrator.core.settings import Settings
+from orchestrator.plan.canvas import Canvas
+from orchestrator.plan.schema import dump_plan, load_plan
 from storage import Database, briefings, connect, upgrade
 from tests.unit.stored import EXAMPLES
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from orchestrator.briefing.ingest import Limits
-from orchestrator.briefing.reading import LocalPlan, load_local_plan, read_briefing
-from orchestrator.errors import InvalidPlan
-from orchestrator.schema import dump_plan, load_plan
-from orchestrator.settings import Settings
+from orchestrator.client.local_briefing import LocalPlan, load_local_plan, read_briefing
+from orchestrator.core.errors import InvalidPlan
+from orchestrator.core.settings import Settings
+from orchestrator.plan.schema import dump_plan, load_plan
 from tests.unit.stored import EXAMPLES
 
 SECRET = "TOP-SECRET outside the pack"

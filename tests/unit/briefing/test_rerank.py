@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.briefing.rerank import EmbeddingReranker, load_reranker
-from orchestrator.settings import Settings
-from storage.records import ChunkRecord
+from orchestrator.core.settings import Settings
+from storage.read_models import ChunkRecord
 
 
 def test_switched_off_means_no_reranker() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from orchestrator.briefing.citations import find_citations, find_phase_citations, resolve_citations
 from orchestrator.briefing.retrieval import build_query, merge_rankings, passage_tokens, pick_passages, render
-from storage.records import ChunkRecord
+from storage.read_models import ChunkRecord
 
 
 def chunk(doc: str, n: int, text: str, score: float = 1.0) -> ChunkRecord:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.llm.budget import estimate_tokens, estimate_usage, fit_request, fits, request_tokens
-from tasks.llm.errors import ContextOverflow
-from tasks.llm.types import ChatRequest, Completion, ContextBlock, ModelSpec, Usage
+from orchestrator.gateway.budget import estimate_tokens, estimate_usage, fit_request, fits, request_tokens
+from orchestrator.gateway.failures import ContextOverflow
+from orchestrator.gateway.types import ChatRequest, Completion, ContextBlock, ModelSpec, Usage
 
 
 def spec(window: int, reserve: int = 100) -> ModelSpec:

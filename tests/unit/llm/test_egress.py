@@ -7,8 +7,8 @@ import ipaddress
 
 import pytest
 
-from tasks.llm.egress import EgressPolicy, UrlPattern, classify
-from tasks.llm.errors import EgressRefused, ProviderUnavailable
+from orchestrator.gateway.egress import EgressPolicy, UrlPattern, classify
+from orchestrator.gateway.failures import EgressRefused, ProviderUnavailable
 
 POLICY = EgressPolicy.from_patterns([
     "https://api.openai.com/v1",

@@ -11,13 +11,18 @@ from typing import Any
 
 import pytest
 
-from tasks.llm.errors import FaultNotAllowed, ProviderMisconfigured, ProviderUnavailable, StreamStalled
-from tasks.llm.offline import OfflineOptions, OfflineProvider, derived_stance, parse_positions
-from tasks.llm.offline.options import DEMO_FIRST_CHUNK_DELAY, MAX_LATENCY, MAX_WORDS, option_problems
-from tasks.llm.offline.provider import _chunks
-from tasks.llm.offline.topic import Topic
-from tasks.llm.offline.voice import Voice, profile_for
-from tasks.llm.types import ChatRequest, ContextBlock, ModelSpec, TextDelta, UsageReport
+from orchestrator.gateway.failures import FaultNotAllowed, ProviderMisconfigured, ProviderUnavailable, StreamStalled
+from orchestrator.gateway.providers.offline import OfflineOptions, OfflineProvider, derived_stance, parse_positions
+from orchestrator.gateway.providers.offline.options import (
+    DEMO_FIRST_CHUNK_DELAY,
+    MAX_LATENCY,
+    MAX_WORDS,
+    option_problems,
+)
+from orchestrator.gateway.providers.offline.provider import _chunks
+from orchestrator.gateway.providers.offline.topic import Topic
+from orchestrator.gateway.providers.offline.voice import Voice, profile_for
+from orchestrator.gateway.types import ChatRequest, ContextBlock, ModelSpec, TextDelta, UsageReport
 
 TOPIC = "Should we move our product to usage-based pricing?"
 PANEL = [("Dana", "CFO"), ("Raj", "CTO"), ("Maya", "Head of Sales")]
@@ -392,7 +397,7 @@ def test_demo_options_need_no_testing_mode() -> None:
 
 
 def test_settings_latency_has_the_options_bound() -> None:
-    from orchestrator.settings import Settings
+    from orchestrator.core.settings import Settings
 
     assert Settings.model_fields["offline_latency"].metadata[-1].le == MAX_LATENCY
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator.prompts import with_briefing
-from storage.records import ChunkRecord
-from tasks.llm.offline import OfflineProvider
-from tasks.llm.offline.passages import cited_in, only_citing, passages_in
-from tasks.llm.types import ChatRequest, ContextBlock, ModelSpec
+from orchestrator.gateway.providers.offline import OfflineProvider
+from orchestrator.gateway.providers.offline.citing import cited_in, only_citing, passages_in
+from orchestrator.gateway.types import ChatRequest, ContextBlock, ModelSpec
+from orchestrator.plan.prompts import with_briefing
+from storage.read_models import ChunkRecord
 
 TOPIC = "Should we move our product to usage-based pricing?"
 EXPERTS = [{"name": "Dana", "role": "CFO"}, {"name": "Raj", "role": "CTO"}, {"name": "Maya", "role": "Head of Sales"}]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tasks.llm.sse import LineDecoder, NDJSONDecoder, SSEDecoder, SSEEvent
+from orchestrator.gateway.providers.sse import LineDecoder, NDJSONDecoder, SSEDecoder, SSEEvent
 
 
 def feed_all(decoder: SSEDecoder, chunks: list[bytes]) -> list[SSEEvent]:

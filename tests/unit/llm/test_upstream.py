@@ -8,9 +8,9 @@ import pickle
 import httpx
 import pytest
 
-from tasks.llm.errors import AuthError, BadRequest, ContextOverflow, ProviderUnavailable, RateLimited
-from tasks.llm.http import error_from_response, error_from_transport, stream_error
-from tasks.llm.upstream import MAX_DETAIL, reason, safe_code, scrub
+from orchestrator.gateway.failures import AuthError, BadRequest, ContextOverflow, ProviderUnavailable, RateLimited
+from orchestrator.gateway.providers.error_text import MAX_DETAIL, reason, safe_code, scrub
+from orchestrator.gateway.providers.http import error_from_response, error_from_transport, stream_error
 
 KEY = "sk-proj-Zq81mXkP0aLs9dJ3"
 PLANTED = "The Quartermaster of Zanzibar requests seven barrels"

@@ -1,0 +1,310 @@
+"""The coordinator: the control plane, the only code that decides what runs next.
+
+:meth:`~Coordinator.submit`, :meth:`~Coordinator.advance`, :meth:`~Coordinator.resume`,
+:meth:`~Coordinator.cancel`, :meth:`~Coordinator.reconcile`, :meth:`~Coordinator.prune`
+and the read side. Every decision is re-derived from stored status; the dispatcher
+and the bus only carry triggers. Running a phase is the data plane's job
+(``tasks.runner.PhaseRunner``); the two meet only in the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from orchestrator.briefing.documents import CitationView, DocumentSummary, DocumentView
+from orchestrator.briefing.ingest import ingest
+from orchestrator.briefing.passages import cite
+from orchestrator.control.dispatch import Dispatcher
+from orchestrator.core.bus import Bus, publish_events
+from orchestrator.core.errors import DocumentNotFound, PlanConflict, ServiceUnavailable, translate_storage
+from orchestrator.core.settings import Settings
+from orchestrator.logs import bind
+from orchestrator.metrics import recorder
+from orchestrator.plan import dag
+from orchestrator.plan.canvas import compile_canvas, orphans
+from orchestrator.plan.expand import expand
+from orchestrator.plan.registry import ModelResolver
+from orchestrator.plan.schema import check_update, dump_plan, load_plan
+from orchestrator.plan.views import PlanView, plan_view
+from storage import Database, briefings, contents, listing, outbox, phases, plans, retention, usage
+from storage import exceptions as storage_errors
+from storage.identity import DEFAULT_TENANT, Principal
+from storage.models import utcnow
+from storage.plans import PlanState
+from storage.read_models import EventRecord, PlanRecord
+from storage.status import PhaseStatus, PlanStatus
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    plan_id: str
+    created: bool
+    enqueued: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ResumeResult:
+    plan_id: str
+    enqueued: list[str]
+    retried: list[str]
+    status: PlanStatus
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    plan_id: str
+    cancelled: list[str]
+    status: PlanStatus
+
+
+def _reach(principal: Principal | None) -> str | None:
+    """The tenant whose plans ``principal`` sees; None: every tenant (an admin, or the
+    operator, who calls without a principal)."""
+    return None if principal is None else principal.reach
+
+
+class Coordinator:
+    def __init__(self, db: Database, settings: Settings, dispatcher: Dispatcher, bus: Bus) -> None:
+        self.db = db
+        self.settings = settings
+        self.dispatcher = dispatcher
+        self.bus = bus
+        self.models = ModelResolver.from_settings(settings)  # raises InvalidConfiguration for a bad registry
+
+    # ---------------------------------------------------------------- control plane
+
+    @translate_storage
+    def submit(self, source: Any, *, principal: Principal | None = None) -> SubmitResult:
+        """Check the plan against the models this deployment runs, store it and all its
+        phases atomically in the principal's tenant (the default tenant without one),
+        then enqueue what is ready. Idempotent per (tenant, ``task_id``)."""
+        plan = load_plan(source, max_bytes=self.settings.max_plan_bytes)
+        self.models.check_plan(plan)
+        created = plans.create_plan(
+            self.db, title=plan.title, kind=plan.kind, spec=dump_plan(plan), phases=expand(plan),
+            task_id=plan.task_id, max_active=self.settings.max_active_plans, max_debates=plan.max_debates,
+            labels=plan.labels,
+            tenant=principal.tenant if principal else DEFAULT_TENANT, principal=principal,
+            submit_rate=self.settings.submit_rate, briefing=ingest(plan.briefing, self.settings))
+        plan_id = created.plan_id
+        publish_events(self.bus, plan_id, created.events)
+        with bind(plan_id=plan_id):
+            log.info("plan %s %s", plan_id, "submitted" if created.created else "already submitted",
+                     extra={"action": "plan.submitted"})
+            try:
+                enqueued = self.advance(plan_id)
+            except ServiceUnavailable as exc:  # stored; the reconciler will send it
+                log.warning("plan stored but not enqueued: %s", exc, extra={"action": "plan.enqueue_failed"})
+                enqueued = []
+        return SubmitResult(plan_id, created.created, enqueued)
+
+    @translate_storage
+    def advance(self, plan_id: str, *, force: bool = False) -> list[str]:
+        """Re-derive the plan's next steps from stored status and send them as one canvas:
+        what is ready now and everything statically downstream of it (:mod:`orchestrator.plan.canvas`).
+
+        Reads the plan once. Idempotent and safe to run concurrently: a head is sent only
+        by the call that marks it enqueued. ``force`` re-sends pending phases however
+        recently they were sent (resume). Returns the keys the canvas carries.
+        """
+        with bind(plan_id=plan_id):
+            state = plans.load_state(self.db, plan_id)
+            if state.plan.final:
+                return []
+            skipped, current = dag.skips(state.phases)
+            if skipped:
+                publish_events(self.bus, plan_id, phases.skip_phases(self.db, plan_id, skipped))
+                state = PlanState(state.plan, current)
+            if self._finish_if_done(state):
+                return []
+            now = utcnow()
+            cutoff = now - timedelta(seconds=self.settings.requeue_after)
+            heads = dag.sendable(state.phases, now=now, cutoff=cutoff, force=force)
+            if not heads:
+                return []
+            marked = set(phases.mark_enqueued(self.db, [p.id for p in heads], stale_before=None if force else cutoff))
+            heads = [p for p in heads if p.id in marked]
+            if not heads:
+                return []
+            # a head sent before (or running) is being re-sent: its earlier canvas is broken,
+            # so what that canvas would have triggered downstream is sent again too
+            resent = [p.key for p in heads if force or p.enqueued_at is not None or p.status == PhaseStatus.RUNNING]
+            canvas = compile_canvas(plan_id, state.phases, heads, resent=resent)
+            phases.mark_enqueued(self.db, [r.phase_id for r in canvas.runs if r.phase_id not in marked],
+                                 stale_before=None)
+            phases.release_enqueued(self.db, [p.id for p in orphans(state.phases, resent,
+                                                                     [r.key for r in canvas.runs])])
+            try:
+                self.dispatcher.send(canvas)
+            except Exception as exc:
+                phases.release_enqueued(self.db, [r.phase_id for r in canvas.runs])
+                raise ServiceUnavailable(f"broker unavailable: {exc}") from exc
+            recorder().taken_over(sum(1 for p in heads if p.status == PhaseStatus.RUNNING))  # their leases expired
+            keys = [r.key for r in canvas.runs]
+            log.info("enqueued %s", ", ".join(keys), extra={"action": "plan.enqueued"})
+            return keys
+
+    def _finish_if_done(self, state: PlanState) -> bool:
+        result = dag.outcome(state.plan, state.phases)
+        if result is None:
+            return False
+        status, code, message = result
+        finished = plans.finish_plan(self.db, state.plan.id, status, error_code=code, error_message=message)
+        if finished is not None:
+            log.info("plan finished: %s", status, extra={"action": "plan.finished"})
+            publish_events(self.bus, state.plan.id, [finished])
+        return True
+
+    @translate_storage
+    def resume(self, ref: str, *, retry_failed: bool = False, principal: Principal | None = None) -> ResumeResult:
+        """Rebuild from stored status: final phases stay final (failed ones rerun only with
+        ``retry_failed``, recorded on the phase); the ready set is enqueued. One resume per
+        plan at a time across all processes — others get :class:`ResumeInProgress`.
+        ``principal`` (None: the operator) finds only its tenant's plans and is recorded."""
+        plan_id = self._resolve(ref, principal)
+        with bind(plan_id=plan_id):
+            plans.acquire_resume_guard(self.db, plan_id, owner=uuid.uuid4().hex,
+                                       hold=timedelta(seconds=self.settings.resume_guard_seconds))
+            reopened = plans.reopen(self.db, plan_id, retry_failed=retry_failed, actor=principal)
+            publish_events(self.bus, plan_id, reopened.events)
+            enqueued = self.advance(plan_id, force=True)
+            status = plans.get_plan(self.db, plan_id).status
+            log.info("resumed: enqueued %s, retried %s", enqueued, reopened.keys, extra={"action": "plan.resumed"})
+            return ResumeResult(plan_id, enqueued, reopened.keys, status)
+
+    @translate_storage
+    def cancel(self, ref: str, *, principal: Principal | None = None) -> CancelResult:
+        """Set the stored cancel flag; queued phases end cancelled without running, running
+        ones end cancelled at their next safe point. Never a success after a cancel."""
+        plan_id = self._resolve(ref, principal)
+        with bind(plan_id=plan_id):
+            cancelled = plans.request_cancel(self.db, plan_id, actor=principal)
+            publish_events(self.bus, plan_id, cancelled.events)
+            self.advance(plan_id)
+            return CancelResult(plan_id, cancelled.keys, plans.get_plan(self.db, plan_id).status)
+
+    @translate_storage
+    def reconcile(self) -> list[str]:
+        """Beat: re-derive the canvas of every plan that stopped moving."""
+        stalled = plans.stalled_plan_ids(self.db, now=utcnow(),
+                                         requeue_after=timedelta(seconds=self.settings.requeue_after))
+        nudged = []
+        recorder().reconciled("stalled", len(stalled))
+        for plan_id in stalled:
+            try:
+                if self.advance(plan_id):
+                    nudged.append(plan_id)
+            except ServiceUnavailable as exc:
+                recorder().reconciled("failed")
+                log.warning("reconcile of %s failed: %s", plan_id, exc, extra={"action": "reconcile.failed"})
+        recorder().reconciled("nudged", len(nudged))
+        if nudged:
+            log.info("reconciled %d plan(s)", len(nudged), extra={"action": "reconcile.nudged"})
+        return nudged
+
+    @translate_storage
+    def prune(self, *, every: float | None = None, now: datetime | None = None) -> retention.Pruned | None:
+        """Apply the retention policy (:mod:`storage.retention`). With ``every``, only if no
+        process of the fleet has within ``every`` seconds (None then: not due)."""
+        now = now or utcnow()
+        if every is not None and not retention.claim(self.db, every, now=now):
+            return None
+        keep = self.settings.retain_finished_days
+        done = retention.prune(
+            self.db, older_than=now - timedelta(days=self.settings.retention_days),
+            max_events_per_plan=self.settings.max_events_per_plan,
+            delete_before=now - timedelta(days=keep) if keep else None,
+            batch=self.settings.retention_batch, per_pass=self.settings.retention_pass_plans, now=now)
+        recorder().pruned(done.events)
+        if done.events or done.plans:
+            log.info("retention: %d finished plan(s) deleted, %d event(s) pruned", done.plans, done.events,
+                     extra={"action": "retention.pruned"})
+        return done
+
+    @translate_storage
+    def update(self, ref: str, changes: dict[str, Any], *, principal: Principal | None = None) -> PlanRecord:
+        """Change a plan's title, labels or (while it runs) ``max_debates``: ``changes`` holds
+        only the fields the caller sent, merged with the stored plan and validated again as a
+        whole before anything is stored (:func:`orchestrator.plan.schema.check_update`)."""
+        plan_id = self._resolve(ref, principal)
+        current = plans.get_plan(self.db, plan_id)
+        merged = check_update(current.title, current.labels, current.max_debates, changes)
+        try:
+            updated = plans.update_plan(self.db, plan_id, merged, actor=principal)
+        except storage_errors.Conflict as exc:  # max_debates of a plan that has ended
+            raise PlanConflict(str(exc), details=[{"field": "max_debates", "message": "the plan has ended"}]) from exc
+        publish_events(self.bus, plan_id, updated.events)
+        return updated.plan
+
+    # ---------------------------------------------------------------- read side
+
+    def _resolve(self, ref: str, principal: Principal | None) -> str:
+        """The plan id ``ref`` names, among the plans ``principal`` may see: its tenant's,
+        or every tenant's for an admin or the operator (None). Another tenant's plan is
+        "not found": ids never leak across tenants."""
+        tenant = _reach(principal)
+        return plans.resolve(self.db, ref, tenant=tenant)
+
+    @translate_storage
+    def state(self, ref: str, *, principal: Principal | None = None) -> PlanState:
+        return plans.load_state(self.db, self._resolve(ref, principal))
+
+    @translate_storage
+    def view(self, ref: str, *, principal: Principal | None = None) -> PlanView:
+        """What a user sees of the plan (:mod:`orchestrator.plan.views`), derived from stored rows."""
+        state = self.state(ref, principal=principal)
+        return plan_view(state, usage.rows_for_plan(self.db, state.plan.id))
+
+    @translate_storage
+    def list_plans(self, *, principal: Principal | None = None, **filters: Any) -> listing.Page:
+        """A page of the plans ``principal`` may see, newest first (:func:`storage.listing.list_plans`)."""
+        tenant = _reach(principal)
+        return listing.list_plans(self.db, tenant=tenant, **filters)
+
+    @translate_storage
+    def result_text(self, ref: str, *, principal: Principal | None = None) -> str | None:
+        state = self.state(ref, principal=principal)
+        terminal = [p for p in state.phases if p.meta.get("terminal")]
+        return contents.read_text(self.db, state.plan.id, terminal[-1].key) if terminal else None
+
+    @translate_storage
+    def phase_text(self, plan_id: str, key: str) -> str | None:
+        return contents.read_text(self.db, plan_id, key)
+
+    @translate_storage
+    def documents(self, ref: str, *, principal: Principal | None = None) -> list[DocumentSummary]:
+        """The plan's briefing documents, in briefing order (none for a plan without one)."""
+        return [DocumentSummary.of(d) for d in briefings.documents(self.db, self._resolve(ref, principal))]
+
+    @translate_storage
+    def document(self, ref: str, doc_id: str, *, principal: Principal | None = None) -> DocumentView:
+        """One briefing document with its text and its chunks' spans (what a page shows when a
+        citation is clicked); :class:`DocumentNotFound` naming ``doc_id`` when the plan has none."""
+        plan_id = self._resolve(ref, principal)
+        try:
+            doc = briefings.document(self.db, plan_id, doc_id)
+        except storage_errors.NotFound as exc:
+            raise DocumentNotFound(f"plan {plan_id} has no briefing document {doc_id!r}",
+                                   details=[{"field": "doc_id", "message": "no such document in this plan"}]) from exc
+        return DocumentView.of(doc, briefings.chunks(self.db, plan_id, doc_id))
+
+    @translate_storage
+    def citations(self, plan_id: str, text: str) -> list[CitationView]:
+        """Every ``[doc:chunk]`` citation in ``text`` (a text of plan ``plan_id``, already
+        resolved for its caller), resolved against the plan's passages, in text order; one of
+        a passage that does not exist is flagged ``unresolved``. No read when there is none."""
+        return [CitationView.of(c) for c in cite(self.db, plan_id, text)]
+
+    @translate_storage
+    def list_events(self, plan_id: str, after: int = 0, limit: int = 1000) -> list[EventRecord]:
+        return outbox.list_events(self.db, plan_id, after=after, limit=limit)
+
+    @translate_storage
+    def get_plan(self, ref: str, *, principal: Principal | None = None) -> PlanRecord:
+        return plans.get_plan(self.db, self._resolve(ref, principal))

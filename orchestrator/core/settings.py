@@ -1,0 +1,241 @@
+"""Configuration: one typed object, read from ``CONCLAVE_*`` environment variables by
+entry points (CLI, API, worker) and passed down. No module reads the environment.
+
+With neither ``CONCLAVE_BROKER_URL`` nor ``CONCLAVE_DATABASE_URL`` set, Conclave
+runs *embedded*: a SQLite file under ``CONCLAVE_HOME`` and an in-process worker on
+kombu's in-memory transport (a real Celery worker, not eager mode).
+
+List-valued settings (``CONCLAVE_ALLOWED_KEY_ENVS``, ``CONCLAVE_ALLOWED_BASE_URLS``,
+``CONCLAVE_API_TOKEN_SCOPES``) take a comma-separated value or a JSON array. A value
+that is wrong (an unknown scope, a malformed URL pattern, a ``CONCLAVE_*`` key
+variable) refuses to start, naming the variable (:func:`settings_errors`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from orchestrator.gateway.egress import EgressPolicy, UrlPattern
+from storage.identity import DEFAULT_TENANT, check_tenant, parse_scopes
+
+ENV_NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]{0,99}$")
+OWN_PREFIX = "CONCLAVE_"
+
+StrList = Annotated[list[str], NoDecode]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CONCLAVE_", extra="ignore")
+
+    database_url: str | None = Field(None, description="SQLAlchemy URL; Postgres in a cluster")
+    broker_url: str | None = Field(None, description="Celery broker, e.g. redis://127.0.0.1:6379/0")
+    result_backend: str | None = Field(None, description="Celery result backend (chords); default: the Redis broker")
+    redis_url: str | None = Field(None, description="Redis for live streams (pub/sub); default: the Redis broker")
+    home: Path = Field(Path(".conclave"), description="Where embedded mode keeps its SQLite file")
+    state_dir: Path = Field(default_factory=lambda: Path.home() / ".local" / "state" / "conclave",
+                            description="Where beat keeps its schedule file (never the working directory)")
+
+    pool: Literal["threads", "prefork", "solo", "gevent"] = Field("threads", description="Worker pool")
+    concurrency: int = Field(32, ge=1, le=1000, description="Phases in flight per worker")
+    visibility_timeout: int = Field(
+        21600, ge=60, description="Redis redelivery backstop (s); longer than any model call")
+    lease_seconds: float = Field(20.0, gt=0.5, description="Phase lease; renewed every third of it")
+    requeue_after: float = Field(
+        60.0, gt=0, description="Re-send a phase enqueued this long ago and not claimed (s)")
+    reconcile_interval: float = Field(10.0, gt=0, description="Beat period of the reconciler (s)")
+    resume_guard_seconds: float = Field(10.0, gt=0, description="How long a resume holds its plan's guard")
+    db_retry_seconds: float = Field(120.0, ge=0, description="How long a worker retries a failed result write")
+
+    inline_limit: int = Field(4000, ge=200, description="Results longer than this are shown by reference")
+    summary_chars: int = Field(480, ge=50, description="Length of the short summary a phase keeps")
+    max_plan_bytes: int = Field(1_000_000, ge=1000, description="Largest accepted plan document")
+    max_active_plans: int = Field(1000, ge=1, description="Running plans beyond this are refused")
+    retention_days: float = Field(30.0, gt=0, description="Finished plans' events older than this are pruned")
+    max_events_per_plan: int = Field(5000, ge=100, description="Events kept per finished plan")
+    retain_finished_days: float = Field(
+        0.0, ge=0, description="Finished plans older than this are deleted with all their rows (0: kept forever)")
+    retention_batch: int = Field(100, ge=1, le=10_000, description="Plans retention handles per transaction")
+    retention_pass_plans: int = Field(
+        1000, ge=1, description="Most plans one retention pass deletes (and trims), per step")
+
+    briefing_max_documents: int = Field(100, ge=1, description="Most documents in one plan's briefing")
+    briefing_max_document_bytes: int = Field(
+        200_000, ge=1000, description="Largest briefing document (UTF-8 bytes); larger local files are skipped")
+    briefing_max_bytes: int = Field(800_000, ge=1000, description="All of one plan's briefing documents together")
+    briefing_max_chunks: int = Field(2000, ge=1, description="Most chunks one plan's briefing may be split into")
+    briefing_rerank: bool = Field(
+        True, description="Rerank retrieved passages with an embedding model when `conclave[rerank]` is installed")
+    briefing_context_tokens: int = Field(
+        2000, ge=0, description="Most tokens of briefing passages one expert's prompt carries (at most half of "
+                                "what the model's window leaves free; 0: none)")
+
+    default_provider: str = Field("offline", description="Provider for models a plan does not configure")
+    first_chunk_timeout: float = Field(30.0, gt=0, description="Stream guard: wait for the first chunk (s)")
+    idle_timeout: float = Field(30.0, gt=0, description="Stream guard: longest gap between chunks (s)")
+    call_deadline: float = Field(300.0, gt=0, description="Stream guard: overall deadline of a call (s)")
+    max_output_tokens: int = Field(1024, ge=16, description="Default output reserve per call")
+    context_window: int = Field(32768, ge=512, description="Default model context window (tokens)")
+    offline_latency: float = Field(  # the bound is OfflineOptions.latency's (offline/options.py)
+        0.02, ge=0, le=2.0, description="Offline provider: seconds between chunks (at most 2)")
+
+    log_level: str = Field("INFO", description="Log level of entry points")
+    log_format: Literal["json", "text", "auto"] = Field(
+        "auto", description="Log lines as JSON objects (`json`), as text (`text`), or JSON unless written to a "
+                            "terminal (`auto`)")
+    otel: bool = Field(False, description="Trace with OpenTelemetry when `conclave[otel]` is installed (the "
+                                          "exporter reads the standard OTEL_* variables)")
+    metrics_port: int | None = Field(
+        None, ge=0, le=65535, description="Worker: serve Prometheus metrics on this port (0: any free port, "
+                                          "logged); unset: no exporter")
+    metrics_host: str = Field("127.0.0.1", min_length=1, description="Worker: the address the exporter binds")
+    auth: Literal["tokens", "off"] | None = Field(
+        None, description="API authentication: `tokens` (every /v1 route and /metrics need a bearer token: "
+                          "CONCLAVE_API_TOKEN or one from `conclave tokens create`) or `off`; default: tokens "
+                          "in a cluster or when CONCLAVE_API_TOKEN is set, off in embedded mode")
+    api_token: SecretStr | None = Field(
+        None, description="One token for simple setups (admin unless CONCLAVE_API_TOKEN_SCOPES says otherwise)")
+    api_token_scopes: StrList = Field(
+        default_factory=lambda: ["admin"], description="Scopes of CONCLAVE_API_TOKEN (default: admin)")
+    api_token_tenant: str = Field(DEFAULT_TENANT, description="Tenant of CONCLAVE_API_TOKEN's submissions")
+    ui_session_hours: float = Field(
+        8.0, gt=0, le=720, description="How long a plan-page sign-in (/ui/login) lasts before the browser must "
+                                       "sign in again (a revoked token ends it at once)")
+    flower_user: str | None = Field(None, description="`conclave flower`: the basic-auth user")
+    flower_password: SecretStr | None = Field(None, description="`conclave flower`: the basic-auth password")
+    flower_auth: Literal["basic", "off"] = Field(
+        "basic", description="`conclave flower`: `basic` (refuses to start without CONCLAVE_FLOWER_USER and "
+                             "CONCLAVE_FLOWER_PASSWORD) or `off` (Flower open to anyone who reaches its port)")
+
+    models: Path | None = Field(None, description="The operator's model registry (YAML or JSON file)")
+    allow_plan_models: bool = Field(False, description="Cluster: accept plans that define their own models")
+    allowed_key_envs: StrList = Field(
+        default_factory=list, description="Cluster: variables a plan-defined model may name as api_key_env")
+    allowed_base_urls: StrList = Field(
+        default_factory=list, description="Cluster: URL patterns a plan-defined model's base_url must match")
+    submit_rate: int = Field(600, ge=0, description="Submissions per minute per tenant (0: no limit)")
+    testing: bool = Field(False, description="Accept test-only behaviour (the offline model's fault switches), "
+                                             "on the API and on each worker; never in production")
+
+    @field_validator("api_token_scopes", "allowed_key_envs", "allowed_base_urls", mode="before")
+    @classmethod
+    def _list(cls, value: Any) -> Any:
+        """A comma-separated string or a JSON array."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON array: {exc.msg}") from None
+        return [part.strip() for part in text.split(",") if part.strip()]
+
+    @field_validator("api_token_scopes")
+    @classmethod
+    def _scopes(cls, value: list[str]) -> list[str]:
+        return list(parse_scopes(value))
+
+    @field_validator("api_token_tenant")
+    @classmethod
+    def _tenant(cls, value: str) -> str:
+        return check_tenant(value)
+
+    @field_validator("flower_user", "flower_password")
+    @classmethod
+    def _flower_credential(cls, value: Any, info: ValidationInfo) -> Any:
+        """Flower splits FLOWER_BASIC_AUTH at commas, and a basic-auth user ends at the first colon."""
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        forbidden = ",:" if info.field_name == "flower_user" else ","
+        if text is not None and (not text or any(c in text for c in forbidden)):
+            raise ValueError(f"must be non-empty and contain no {' or '.join(repr(c) for c in forbidden)}")
+        return value
+
+    @field_validator("allowed_key_envs")
+    @classmethod
+    def _key_envs(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not ENV_NAME_RE.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name (A-Z, 0-9, _)")
+            if name.startswith(OWN_PREFIX):
+                raise ValueError(f"{name!r}: a plan may never read Conclave's own {OWN_PREFIX}* variables")
+        return value
+
+    @field_validator("allowed_base_urls")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            UrlPattern.parse(pattern)  # raises ValueError naming the pattern and the problem
+        return [p.strip() for p in value]
+
+    @model_validator(mode="after")
+    def _derive(self) -> Settings:
+        if self.result_backend is None and self.broker_url and self.broker_url.startswith("redis"):
+            self.result_backend = self.broker_url
+        if self.redis_url is None and self.broker_url and self.broker_url.startswith("redis"):
+            self.redis_url = self.broker_url
+        return self
+
+    @property
+    def embedded(self) -> bool:
+        return self.broker_url is None
+
+    @property
+    def effective_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.home / 'conclave.db').resolve()}"
+
+    def fleet_problem(self) -> str | None:
+        """Why these settings cannot run a fleet worker (None when they can): a worker on
+        an in-memory broker or a local SQLite file would start and never see the fleet's
+        work."""
+        missing = [name for name, value in (("CONCLAVE_BROKER_URL", self.broker_url),
+                                            ("CONCLAVE_DATABASE_URL", self.database_url)) if not value]
+        if not missing:
+            return None
+        return (f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: a fleet worker needs the "
+                "cluster's broker and database (`conclave run` runs a plan embedded, with no services)")
+
+    @property
+    def auth_required(self) -> bool:
+        """Whether the API asks every /v1 request (and /metrics) for a token. Fails closed:
+        only an explicit ``CONCLAVE_AUTH=off``, or embedded mode with no token set, opens it."""
+        if self.auth is not None:
+            return self.auth == "tokens"
+        return not self.embedded or self.api_token is not None
+
+    @property
+    def heartbeat_seconds(self) -> float:
+        return self.lease_seconds / 3
+
+    @property
+    def egress_policy(self) -> EgressPolicy:
+        """Where plan-defined models may call (``CONCLAVE_ALLOWED_BASE_URLS``)."""
+        return EgressPolicy.from_patterns(self.allowed_base_urls)
+
+    def environ(self) -> dict[str, str]:
+        """The ``CONCLAVE_*`` environment that reproduces these settings in another
+        process (lists as JSON, secrets revealed: hand it only to a child process)."""
+        env: dict[str, str] = {}
+        for name, value in self.model_dump().items():
+            if value is None:
+                continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            env[f"CONCLAVE_{name.upper()}"] = json.dumps(value) if isinstance(value, list | dict) else str(value)
+        return env
+
+
+def settings_errors(exc: ValidationError) -> list[str]:
+    """One line per wrong setting, naming its variable: ``CONCLAVE_X: why``."""
+    lines = []
+    for e in exc.errors():
+        name = "CONCLAVE_" + "_".join(str(part) for part in e["loc"][:1]).upper()
+        lines.append(f"{name}: {str(e['msg']).removeprefix('Value error, ')}")
+    return lines

@@ -1,0 +1,132 @@
+"""OpenAI-compatible ``/v1/chat/completions`` provider.
+
+Works with OpenAI and with the many servers that copy its wire format
+(DeepSeek, vLLM, llama.cpp, LM Studio, DashScope compatible mode, …).
+
+``base_url``: if it has no path (``https://api.openai.com``,
+``https://api.deepseek.com``) ``/v1/chat/completions`` is appended; if it has a
+path (``http://gpu:8000/v1``, ``https://dashscope.aliyuncs.com/compatible-mode/v1``)
+only ``/chat/completions`` is; a URL already ending in ``/chat/completions`` is
+used as is. The default is ``https://api.openai.com/v1``.
+
+The key, the HTTP calls and the error mapping are :mod:`orchestrator.gateway.providers.http`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from orchestrator.gateway.budget import estimate_usage
+from orchestrator.gateway.failures import ProviderUnavailable
+from orchestrator.gateway.providers.http import (
+    HttpEventStream,
+    Secrets,
+    api_key,
+    endpoint,
+    extra_headers,
+    post_json,
+    secrets_of,
+    stream_error,
+    stream_response,
+)
+from orchestrator.gateway.providers.sse import SSEDecoder
+from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, StreamEvent, TextDelta, Usage, UsageReport
+
+logger = logging.getLogger(__name__)
+
+
+class OpenAIProvider:
+    """``/v1/chat/completions``. No ``api_key_env`` is allowed only with an explicit
+    ``base_url`` (a local server without auth)."""
+
+    name = "openai"
+    default_base_url = "https://api.openai.com/v1"
+
+    def __init__(self, *, transport: httpx.BaseTransport | None = None) -> None:
+        self._transport = transport
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> HttpEventStream:
+        return HttpEventStream(lambda handle: self._events(handle, spec, request))
+
+    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
+        url, headers, body, secret = self._prepare(spec, request, streaming=False)
+        data = post_json(self.name, spec, url, headers, body, secret, self._transport)
+        try:
+            choice = data["choices"][0]
+            text = choice["message"].get("content") or ""
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ProviderUnavailable("openai response has no choices[0].message") from exc
+        usage = _usage(data.get("usage")) or estimate_usage(request, text)
+        return Completion(text=text, usage=usage, finish_reason=choice.get("finish_reason"))
+
+    def _prepare(
+        self, spec: ModelSpec, request: ChatRequest, *, streaming: bool
+    ) -> tuple[str, dict[str, str], dict[str, Any], Secrets]:
+        secret = api_key(spec, required=spec.base_url is None)
+        url = endpoint(spec.base_url or self.default_base_url, "/v1", "/chat/completions")
+        headers = {"Accept": "text/event-stream" if streaming else "application/json"}
+        if secret:
+            headers["Authorization"] = f"Bearer {secret}"
+        body: dict[str, Any] = {
+            "model": spec.model,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages()],
+            "max_tokens": spec.max_output_tokens,
+        }
+        if spec.temperature is not None:
+            body["temperature"] = spec.temperature
+        body.update(spec.options)
+        if "max_completion_tokens" in spec.options:
+            body.pop("max_tokens")  # newer OpenAI models accept only this one
+        if streaming:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        extra = extra_headers(spec)
+        headers.update(extra)
+        return url, headers, body, secrets_of(secret, extra)
+
+    def _events(
+        self, handle: HttpEventStream, spec: ModelSpec, request: ChatRequest
+    ) -> Iterator[StreamEvent]:
+        url, headers, body, secret = self._prepare(spec, request, streaming=True)
+        decoder = SSEDecoder()
+        chunks = stream_response(handle, self.name, spec, url, headers, body, secret, self._transport)
+        try:
+            for chunk in chunks:
+                for event in decoder.feed(chunk):
+                    if event.data.strip() == "[DONE]":
+                        return
+                    yield from _openai_events(event.json(), secret)
+            for event in decoder.flush():
+                if event.data.strip() != "[DONE]":
+                    yield from _openai_events(event.json(), secret)
+        except ValueError as exc:
+            raise ProviderUnavailable("openai sent an event whose data is not JSON") from exc
+        finally:
+            chunks.close()
+
+
+def _openai_events(data: Any, secret: Secrets) -> Iterator[StreamEvent]:
+    if not isinstance(data, dict):
+        return
+    if "error" in data:  # some compatible servers report failures inside the stream
+        raise stream_error("openai", data, secret)
+    for choice in data.get("choices") or ():
+        content = (choice.get("delta") or {}).get("content")
+        if content:
+            yield TextDelta(content)
+    usage = _usage(data.get("usage"))
+    if usage is not None:
+        yield UsageReport(usage)
+
+
+def _usage(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
+    return Usage(prompt, completion, "provider")

@@ -1,0 +1,144 @@
+"""Pure decisions over stored phases: what is ready, what must be skipped, how a plan ends.
+
+Everything here is derived from stored status on every call — there is no
+in-memory state to lose or to get out of step (resume is just another call).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from storage.read_models import PhaseRecord, PlanRecord
+from storage.status import GIVEN_UP, PhaseStatus, PlanStatus
+
+BUDGET_EXHAUSTED = "llm.budget_exhausted"
+
+
+def _tolerant(phase: PhaseRecord) -> bool:
+    return bool(phase.meta.get("tolerate_failed_deps"))
+
+
+def inputs_done(phase: PhaseRecord, by_key: dict[str, PhaseRecord]) -> bool:
+    """Every dependency completed — or, for a phase that tolerates missing inputs
+    (a board's round summary), every dependency final."""
+    for key in phase.depends_on:
+        dep = by_key.get(key)
+        if dep is None:
+            return False
+        if dep.status == PhaseStatus.COMPLETED:
+            continue
+        if _tolerant(phase) and dep.status in GIVEN_UP:
+            continue
+        return False
+    return True
+
+
+def blocked(phase: PhaseRecord, by_key: dict[str, PhaseRecord]) -> bool:
+    """A dependency ended without a result and the phase cannot do without it."""
+    if _tolerant(phase):
+        return False
+    return any((d := by_key.get(k)) is not None and d.status in GIVEN_UP for k in phase.depends_on)
+
+
+def ready(phases: Sequence[PhaseRecord]) -> list[PhaseRecord]:
+    by_key = {p.key: p for p in phases}
+    return [p for p in phases if p.status == PhaseStatus.PENDING and inputs_done(p, by_key)]
+
+
+def to_skip(phases: Sequence[PhaseRecord]) -> list[str]:
+    """Pending phases that can never run now (one step; :func:`skips` cascades)."""
+    by_key = {p.key: p for p in phases}
+    return [p.key for p in phases if p.status == PhaseStatus.PENDING and blocked(p, by_key)]
+
+
+def skips(phases: Sequence[PhaseRecord]) -> tuple[dict[str, list[str]], list[PhaseRecord]]:
+    """Every pending phase that can never run, cascaded, by reason — and the phases as
+    they are once those are skipped. Once the token budget is exhausted nothing pending
+    runs; otherwise a phase is skipped when a dependency it cannot do without ended
+    without a result (and so on, downstream)."""
+    if any(p.error_code == BUDGET_EXHAUSTED for p in phases):
+        keys = [p.key for p in phases if p.status == PhaseStatus.PENDING]
+        return {"the plan's token budget is exhausted": keys} if keys else {}, _skipped(phases, set(keys))
+    skipped: set[str] = set()
+    current = list(phases)
+    while step := to_skip(current):
+        skipped.update(step)
+        current = _skipped(current, set(step))
+    return ({"a phase it depends on did not complete": [p.key for p in phases if p.key in skipped]}
+            if skipped else {}), current
+
+
+def _skipped(phases: Sequence[PhaseRecord], keys: set[str]) -> list[PhaseRecord]:
+    return [dataclasses.replace(p, status=PhaseStatus.SKIPPED) if p.key in keys else p for p in phases]
+
+
+def ready_since(phase: PhaseRecord, by_key: Mapping[str, PhaseRecord]) -> datetime | None:
+    """When the last of the phase's direct dependencies became final (None: one is not
+    final yet, or the phase has none)."""
+    ends = [by_key[k].finished_at for k in phase.depends_on if k in by_key and by_key[k].final]
+    if len(ends) != len(phase.depends_on) or not ends or any(e is None for e in ends):
+        return None
+    return max(e for e in ends if e is not None)
+
+
+def outcome(plan: PlanRecord, phases: Sequence[PhaseRecord]) -> tuple[PlanStatus, str | None, str | None] | None:
+    """(status, error_code, error_message) once every phase is final, else None."""
+    if any(not p.final for p in phases):
+        return None
+    if plan.cancel_requested:
+        return PlanStatus.CANCELLED, "plan.cancelled", "the plan was cancelled"
+    exhausted = [p for p in phases if p.error_code == "llm.budget_exhausted"]
+    if exhausted:
+        return PlanStatus.BUDGET_EXHAUSTED, "plan.budget_exhausted", exhausted[0].error_message
+    terminal = [p for p in phases if p.meta.get("terminal")]
+    if terminal and all(p.status == PhaseStatus.COMPLETED for p in terminal):
+        return PlanStatus.COMPLETED, None, None
+    failed = [p for p in phases if p.status == PhaseStatus.FAILED]
+    first = failed[0] if failed else None
+    message = f"phase {first.key} failed: {first.error_message}" if first else "the final phase did not run"
+    return PlanStatus.FAILED, (first.error_code if first else "plan.incomplete"), message
+
+
+def closure(deps: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """Every key each key depends on, directly or not (unknown keys ignored), in the
+    order of ``deps`` — a phase's transitive inputs, stored with it."""
+    order = {k: i for i, k in enumerate(deps)}
+    memo: dict[str, set[str]] = {}
+
+    def of(key: str, path: frozenset[str]) -> set[str]:
+        if key not in memo:
+            found: set[str] = set()
+            for d in deps[key]:
+                if d in order and d not in path:
+                    found |= {d} | of(d, path | {d})
+            memo[key] = found
+        return memo[key]
+
+    return {k: sorted(of(k, frozenset({k})), key=order.__getitem__) for k in deps}
+
+
+def sendable(phases: Sequence[PhaseRecord], *, now: datetime, cutoff: datetime, force: bool) -> list[PhaseRecord]:
+    """The phases an ``advance`` should send now (the heads of its canvas):
+
+    - a pending phase whose inputs are done, unless a canvas already carries it: it is
+      marked enqueued, and either the mark or its readiness is recent (a phase sent in a
+      big canvas waits, marked, for its inputs; once they are final its message is due
+      any moment) — a mark is stale only when the phase has also been ready since before
+      ``cutoff``;
+    - a running phase whose lease expired (its worker died), unless re-sent since ``cutoff``.
+
+    ``force`` (resume) sends every such phase however recently it was sent."""
+    by_key = {p.key: p for p in phases}
+    out = []
+    for p in phases:
+        if p.status == PhaseStatus.PENDING and inputs_done(p, by_key):
+            since = ready_since(p, by_key)
+            stale = p.enqueued_at is not None and p.enqueued_at < cutoff and (since is None or since < cutoff)
+            if force or p.enqueued_at is None or stale:
+                out.append(p)
+        elif (p.status == PhaseStatus.RUNNING and p.lease_expires_at is not None and p.lease_expires_at < now
+              and (force or p.enqueued_at is None or p.enqueued_at < cutoff)):
+            out.append(p)
+    return out

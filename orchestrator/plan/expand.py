@@ -1,0 +1,76 @@
+"""Turn a validated plan into the phases stored for it.
+
+Board: ``opening`` → per round ``rN.<expert>`` turns in parallel → ``rN.summary``
+→ ``final``. Team: the declared phases; a divergence ``check-N`` after every set
+of two or more parallel expert phases (same dependencies); ``synthesis`` last.
+Debates are not expanded here: a check inserts them while the plan runs.
+
+Every phase is stored with its transitive ``inputs`` (the keys of everything it depends
+on, directly or not), so a claim reads its inputs without loading the plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+
+from orchestrator.plan.dag import closure
+from orchestrator.plan.schema import BoardPlan, TeamPlan
+from storage.read_models import NewPhase
+
+
+def expand(plan: BoardPlan | TeamPlan) -> list[NewPhase]:
+    phases = expand_board(plan) if isinstance(plan, BoardPlan) else expand_team(plan)
+    inputs = closure({p.key: p.depends_on for p in phases})
+    return [dataclasses.replace(p, inputs=inputs[p.key]) for p in phases]
+
+
+def expand_board(plan: BoardPlan) -> list[NewPhase]:
+    tolerate = plan.missing_expert == "tolerate"
+    phases = [NewPhase(key="opening", kind="opening", position=0, depends_on=[],
+                       expert=plan.moderator.name, round=0)]
+    prev = "opening"
+    for r in range(1, plan.rounds + 1):
+        turns = [NewPhase(key=f"r{r}.{e.slug}", kind="turn", position=len(phases) + i, depends_on=[prev],
+                          expert=e.name, round=r, group_key=f"r{r}")
+                 for i, e in enumerate(plan.experts)]
+        phases += turns
+        summary = NewPhase(key=f"r{r}.summary", kind="round_summary", position=len(phases),
+                           depends_on=[t.key for t in turns], expert=plan.moderator.name, round=r,
+                           meta={"tolerate_failed_deps": tolerate})
+        phases.append(summary)
+        prev = summary.key
+    phases.append(NewPhase(key="final", kind="final_summary", position=len(phases), depends_on=[prev],
+                           expert=plan.moderator.name, round=plan.rounds + 1, meta={"terminal": True}))
+    return phases
+
+
+def expand_team(plan: TeamPlan) -> list[NewPhase]:
+    deps = {ph.id: list(ph.depends_on) for ph in plan.phases}
+    checks: dict[str, list[str]] = {}  # check key -> the parallel set it examines
+    if plan.divergence != "off" and plan.max_debates > 0:
+        by_deps: dict[tuple[str, ...], list[str]] = defaultdict(list)
+        for ph in plan.phases:
+            by_deps[tuple(sorted(ph.depends_on))].append(ph.id)
+        for group in by_deps.values():
+            if len(group) >= 2:
+                checks[f"check-{len(checks) + 1}"] = group
+    waits_for = {member: check for check, group in checks.items() for member in group}
+
+    def with_checks(ds: list[str]) -> list[str]:
+        extra = [waits_for[d] for d in ds if d in waits_for]
+        return ds + [c for c in dict.fromkeys(extra) if c not in ds]
+
+    phases: list[NewPhase] = []
+    for ph in plan.phases:
+        phases.append(NewPhase(key=ph.id, kind="expert", position=len(phases),
+                               depends_on=with_checks(deps[ph.id]), expert=ph.expert,
+                               meta={"prompt": ph.prompt}))
+    for check, group in checks.items():
+        phases.append(NewPhase(key=check, kind="divergence", position=len(phases), depends_on=list(group),
+                               expert=plan.synthesis.expert, meta={"examines": group}))
+    inputs = plan.synthesis.depends_on or [ph.id for ph in plan.phases]
+    phases.append(NewPhase(key="synthesis", kind="synthesis", position=len(phases),
+                           depends_on=with_checks(list(inputs)), expert=plan.synthesis.expert,
+                           meta={"prompt": plan.synthesis.prompt, "terminal": True}))
+    return phases

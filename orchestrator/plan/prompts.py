@@ -1,0 +1,222 @@
+"""Every prompt Conclave sends, in one place, named after what it is for.
+
+Each expert sees its own role, its skills (in full unless a skill explicitly asks
+for summary mode), the question, and the full text of the inputs it depends on —
+offloaded or not: inputs arrive as :class:`ContextBlock` s resolved from the
+content store by the coordinator, never as a phase's short summary. A plan with a
+briefing adds the passages picked for the call to the end of its prompt
+(:func:`with_briefing`; the prompt is never summarised, so they reach the model whole).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from orchestrator.briefing.retrieval import render
+from orchestrator.gateway.budget import estimate_tokens
+from orchestrator.gateway.types import ChatRequest, ContextBlock
+from orchestrator.plan.schema import BoardPlan, Expert, Skill, TeamPlan
+from storage.read_models import ChunkRecord, PhaseRecord
+from storage.status import GIVEN_UP
+
+EXPERT_SYSTEM = (
+    "You are {name}, {role}. You are one member of a panel deliberating on a question. "
+    "Stay in your role: argue from your expertise, be concrete, and engage with what "
+    "named colleagues said before you. State your position in one line that begins "
+    "'Position:' followed by SUPPORT, OPPOSE or CONDITIONAL."
+)
+MODERATOR_SYSTEM = (
+    "You are {name}, {role}, moderating a panel. You are neutral: you frame the question, "
+    "keep the discussion on track, and summarise fairly, attributing each view to the "
+    "person who holds it."
+)
+OPENING = (
+    "Open the meeting. State the question: {question}\n"
+    "Introduce the panel: {panel}.\n"
+    "Give the agenda: {rounds} round(s) in which every expert speaks, a summary after each "
+    "round, then a final recommendation."
+)
+TURN = (
+    "Round {round} of {rounds}. The question: {question}\n"
+    "{round_instruction} Speak for about 150 words."
+)
+TURN_FIRST_ROUND = "Give your opening view from your role's perspective."
+TURN_LATER_ROUND = (
+    "Respond to what your colleagues said in the earlier rounds (name them), "
+    "then restate or revise your position."
+)
+ROUND_SUMMARY = (
+    "Summarise round {round} of {rounds} on: {question}\n"
+    "Attribute each position to its holder, note where the panel agrees and the sharpest "
+    "disagreement.{absent_note}"
+)
+FINAL_SUMMARY = (
+    "Close the meeting on: {question}\n"
+    "Write a final summary with these headings: 'Recommendation:', 'Where we agree:', "
+    "'Open disagreements:', 'Who holds which view:' (one bullet per expert with their latest "
+    "position){missing_heading}."
+)
+TEAM_EXPERT = "The team's question: {question}\n\nYour task ({key}): {task}"
+DIVERGENCE = (
+    "Do these experts materially disagree about: {question}\n"
+    "Answer ONLY with a JSON object: "
+    '{{"diverged": true|false, "topic": "<the point of disagreement>", '
+    '"participants": ["<names of the experts who disagree>"]}}. Experts: {names}.'
+)
+DIVERGENCE_RETRY = (
+    "Your previous answer could not be used ({error}). Answer again with ONLY the JSON object "
+    '{{"diverged": bool, "topic": str, "participants": [names]}} — no prose, no code fence.'
+)
+DEBATE = (
+    "A debate on: {topic}\n(The team's question: {question})\n"
+    "You disagree with {opponents}. Answer the strongest point each of them made, by name. "
+    "Then write 'Revised position:' and your revised position, with the 'Position:' line."
+)
+SYNTHESIS = (
+    "The team's question: {question}\n\n{task}\n"
+    "Your inputs, by phase id: {sources}.{debates}\n"
+    "Use the full text of every input above. Cite the phase each claim comes from with its id in "
+    "square brackets, e.g. [{example}]. Where a debate took place, report its outcome."
+)
+SYNTHESIS_DEBATE = " Debate {group} on {topic!r} between {participants}: say who moved and who held firm."
+BRIEFING = (
+    "## Briefing\n"
+    "Passages from the documents attached to this plan, the most relevant to your part first. Work from "
+    "them where they bear on the question, and cite each passage you draw on by its reference in square "
+    "brackets, e.g. [{example}]. Cite only the passages shown here."
+)
+
+
+def system_for(expert: Expert, *, moderator: bool = False) -> str:
+    base = expert.system or (MODERATOR_SYSTEM if moderator else EXPERT_SYSTEM).format(
+        name=expert.name, role=expert.role)
+    skills = "\n\n".join(render_skill(s) for s in expert.skills)
+    return f"{base}\n\n## Skills\n{skills}" if skills else base
+
+
+def render_skill(skill: Skill) -> str:
+    """Full text by default; summary mode only when the skill asks for it."""
+    if skill.mode == "summary":
+        brief = skill.summary or skill.text.strip().split("\n\n", 1)[0][:400]
+        return f"### {skill.name} (summary)\n{brief}"
+    return f"### {skill.name}\n{skill.text}"
+
+
+def build_request(plan: BoardPlan | TeamPlan, phase: PhaseRecord, inputs: Sequence[PhaseRecord],
+                  texts: dict[str, str]) -> ChatRequest:
+    """The request for one phase. ``inputs`` are its transitive dependencies in plan
+    order; ``texts`` maps their phase ids to full text (completed ones only)."""
+    blocks = tuple(_block(plan, p, texts[p.id]) for p in inputs if p.id in texts and p.kind != "divergence")
+    speakers = list(dict.fromkeys(p.expert for p in inputs
+                                  if p.id in texts and p.expert and p.kind in ("turn", "expert", "debate")))
+    absent = [p.expert for p in inputs if p.kind == "turn" and p.status in GIVEN_UP
+              and p.round == phase.round and p.expert]
+    hints: dict[str, Any] = {
+        "kind": phase.kind, "topic": plan.question, "speakers": speakers, "absent": absent,
+        "experts": [{"name": e.name, "role": e.role} for e in plan.experts],
+    }
+    expert = plan.expert(phase.expert) if phase.expert else None
+    chairing = isinstance(plan, BoardPlan) and phase.kind in ("opening", "round_summary", "final_summary")
+    if expert and not chairing:  # the chair is hinted as "moderator", never as a panel member
+        hints |= {"expert": expert.name, "role": expert.role}
+    if isinstance(plan, BoardPlan):
+        return _board(plan, phase, blocks, hints)
+    return _team(plan, phase, blocks, hints, texts, inputs)
+
+
+def _block(plan: BoardPlan | TeamPlan, p: PhaseRecord, text: str) -> ContextBlock:
+    who = f"{p.expert}" + (f" ({plan.expert(p.expert).role})" if p.expert else "")
+    title = {
+        "opening": f"Opening by {who}", "turn": f"Round {p.round}: {who}",
+        "round_summary": f"Round {p.round} summary by {who}", "expert": f"{who}",
+        "debate": f"Debate: {who}", "synthesis": f"Synthesis by {who}",
+    }.get(p.kind, f"{p.kind} by {who}")
+    return ContextBlock(source=p.key, title=title, text=text)
+
+
+def _board(plan: BoardPlan, phase: PhaseRecord, blocks: tuple[ContextBlock, ...],
+           hints: dict[str, Any]) -> ChatRequest:
+    mod = plan.moderator
+    common = {"question": plan.question, "rounds": plan.rounds, "round": phase.round}
+    hints |= {"moderator": mod.name, "round": phase.round, "rounds": plan.rounds}
+    if phase.kind == "opening":
+        panel = "; ".join(f"{e.name} ({e.role})" for e in plan.experts)
+        return ChatRequest(system_for(mod, moderator=True), OPENING.format(panel=panel, **common),
+                           blocks, hints=hints)
+    if phase.kind == "turn":
+        expert = plan.expert(phase.expert or "")
+        instruction = TURN_FIRST_ROUND if phase.round == 1 else TURN_LATER_ROUND
+        return ChatRequest(system_for(expert), TURN.format(round_instruction=instruction, **common),
+                           blocks, hints=hints)
+    if phase.kind == "round_summary":
+        absent = hints["absent"]
+        note = f" These experts did not speak this round: {', '.join(absent)} — say so." if absent else ""
+        return ChatRequest(system_for(mod, moderator=True), ROUND_SUMMARY.format(absent_note=note, **common),
+                           blocks, hints=hints)
+    missing = sorted({p for p in _absent_anywhere(blocks, plan)})
+    hints["absent"] = missing
+    heading = ", and 'Missing:' naming " + ", ".join(missing) if missing else ""
+    return ChatRequest(system_for(mod, moderator=True), FINAL_SUMMARY.format(missing_heading=heading, **common),
+                       blocks, hints=hints)
+
+
+def _absent_anywhere(blocks: tuple[ContextBlock, ...], plan: BoardPlan) -> list[str]:
+    spoke = {b.source for b in blocks}
+    return [e.name for e in plan.experts
+            if any(f"r{r}.{e.slug}" not in spoke for r in range(1, plan.rounds + 1))]
+
+
+def _team(plan: TeamPlan, phase: PhaseRecord, blocks: tuple[ContextBlock, ...], hints: dict[str, Any],
+          texts: dict[str, str], inputs: Sequence[PhaseRecord]) -> ChatRequest:
+    expert = plan.expert(phase.expert or "")
+    if phase.kind == "expert":
+        return ChatRequest(system_for(expert), TEAM_EXPERT.format(question=plan.question, key=phase.key,
+                                                                  task=phase.meta.get("prompt", "")),
+                           blocks, hints=hints)
+    if phase.kind == "divergence":
+        examined = [p for p in inputs if p.key in phase.meta.get("examines", [])]
+        names = [p.expert for p in examined if p.expert]
+        hints |= {"participants": names}
+        own = tuple(b for b in blocks if b.source in phase.meta.get("examines", []))
+        return ChatRequest(system_for(expert, moderator=True),
+                           DIVERGENCE.format(question=plan.question, names=", ".join(names)),
+                           own, purpose="divergence", hints=hints)
+    if phase.kind == "debate":
+        opponents = list(phase.meta.get("opponents", []))
+        hints |= {"participants": phase.meta.get("participants", []), "opponents": opponents}
+        return ChatRequest(system_for(expert), DEBATE.format(topic=phase.meta.get("topic", plan.question),
+                                                             question=plan.question,
+                                                             opponents=", ".join(opponents)),
+                           blocks, hints=hints)
+    example = blocks[0].source if blocks else "phase-id"
+    sources = ", ".join(f"[{b.source}] {b.title}" for b in blocks) or "none"
+    debates = "".join(
+        SYNTHESIS_DEBATE.format(group=p.group_key, topic=p.meta.get("topic", ""),
+                                participants=" and ".join(p.meta.get("participants", [])))
+        for p in {p.group_key: p for p in inputs if p.kind == "debate" and p.id in texts}.values())
+    return ChatRequest(system_for(expert),
+                       SYNTHESIS.format(question=plan.question, task=phase.meta.get("prompt", ""),
+                                        sources=sources, debates=debates, example=example),
+                       blocks, hints=hints)
+
+
+def with_briefing(request: ChatRequest, passages: Sequence[ChunkRecord]) -> ChatRequest:
+    """``request`` with the briefing's passages (each as
+    :func:`~orchestrator.briefing.retrieval.render` writes it) after its instructions, and
+    how to cite them; unchanged when there are none."""
+    if not passages:
+        return request
+    section = "\n\n".join([BRIEFING.format(example=passages[0].ref), *(render(p) for p in passages)])
+    return replace(request, prompt=f"{request.prompt}\n\n{section}")
+
+
+def briefing_overhead() -> int:
+    """The tokens of the briefing section's own words, before any passage."""
+    return estimate_tokens(BRIEFING.format(example="document-id:12")) + 2
+
+
+def divergence_retry(request: ChatRequest, error: str) -> ChatRequest:
+    return ChatRequest(request.system, request.prompt + "\n\n" + DIVERGENCE_RETRY.format(error=error),
+                       request.context, purpose=request.purpose, hints={**request.hints, "retry": True})

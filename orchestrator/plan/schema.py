@@ -1,0 +1,422 @@
+"""The plan document (YAML or JSON), validated with pydantic.
+
+Two kinds: ``board`` (a moderator and experts meeting for some rounds) and
+``team`` (explicit phases with dependencies and a synthesis). Every rejection
+names the field that is wrong (``experts[2].model``). Plans never carry
+secrets: a model names the environment variable holding its key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from orchestrator.briefing.entries import BriefingDocument, check_briefing
+from orchestrator.core.errors import InvalidPlan
+from storage.ids import as_plan_id
+
+PROVIDERS = ("offline", "openai", "ollama", "anthropic")
+NAME_RE = r"^[A-Za-z][A-Za-z0-9 _.'-]{0,39}$"
+ID_RE = r"^[a-z0-9][a-z0-9_-]{0,59}$"
+
+# libyaml's loader when PyYAML has it (the wheels do): the same safe subset, ~10x faster,
+# so a large YAML body costs the API milliseconds rather than seconds of CPU.
+SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+Text = Annotated[str, Field(min_length=1, max_length=20_000)]
+TASK_ID_RE = r"^[A-Za-z0-9_.:\-/]+$"
+LABEL_RE = r"^[A-Za-z0-9][A-Za-z0-9_.:/=-]{0,63}$"
+Label = Annotated[str, Field(pattern=LABEL_RE)]  # a client's tag, e.g. "team=growth", "q3"
+MAX_LABELS = 20
+
+
+def check_labels(labels: list[str]) -> list[str]:
+    """Labels are a set written as a list: a repeated one is refused."""
+    seen = set()
+    for label in labels:
+        if label in seen:
+            raise ValueError(f"label {label!r} is given twice")
+        seen.add(label)
+    return labels
+
+
+class _Strict(BaseModel):
+    """Unknown fields are refused, and so are values of the wrong type: ``"rounds": true``
+    or ``"rounds": "2"`` is an error naming ``rounds``, never a silent 1 or 2."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, strict=True)
+
+
+class ModelConfig(_Strict):
+    provider: Literal["offline", "openai", "ollama", "anthropic"] = "offline"
+    model: str = Field("", max_length=200)
+    base_url: str | None = Field(None, max_length=500, pattern=r"^https?://")
+    api_key_env: str | None = Field(None, pattern=r"^[A-Z_][A-Z0-9_]{0,99}$")
+    first_chunk_timeout: float | None = Field(None, gt=0, le=3600)
+    idle_timeout: float | None = Field(None, gt=0, le=3600)
+    deadline: float | None = Field(None, gt=0, le=86400)
+    max_output_tokens: int | None = Field(None, ge=16, le=200_000)
+    context_window: int | None = Field(None, ge=256, le=10_000_000)
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_retries: int = Field(3, ge=0, le=10)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class Skill(_Strict):
+    """A prompt fragment. Included in full unless it explicitly asks for summary mode."""
+
+    name: str = Field(min_length=1, max_length=80)
+    text: str = Field(min_length=1, max_length=50_000)
+    mode: Literal["full", "summary"] = "full"
+    summary: str | None = Field(None, max_length=2_000)
+
+
+class Expert(_Strict):
+    name: str = Field(pattern=NAME_RE)
+    role: str = Field(min_length=1, max_length=200)
+    system: str = Field("", max_length=20_000)
+    model: str = Field("default", max_length=80)
+    skills: list[Skill] = Field(default_factory=list, max_length=20)
+
+    @property
+    def slug(self) -> str:
+        return slugify(self.name)
+
+
+class Budget(_Strict):
+    max_tokens: int = Field(ge=1, le=1_000_000_000)
+
+
+class TeamPhase(_Strict):
+    id: str = Field(pattern=ID_RE)
+    expert: str
+    prompt: Text
+    depends_on: list[str] = Field(default_factory=list, max_length=100)
+
+
+class Synthesis(_Strict):
+    expert: str
+    prompt: Text = "Synthesise the team's work into one answer, citing the phase each claim comes from."
+    depends_on: list[str] | None = None
+
+
+Title = Annotated[str, Field(min_length=1, max_length=300)]
+MaxDebates = Annotated[int, Field(ge=0, le=10)]
+Labels = Annotated[list[Label], Field(max_length=MAX_LABELS, description="a client's tags; no repeats")]
+
+
+class _PlanBase(_Strict):
+    title: Title
+    task_id: str | None = Field(None, min_length=1, max_length=200, pattern=TASK_ID_RE)
+    question: Text
+    models: dict[str, ModelConfig] = Field(default_factory=dict, max_length=50)
+    experts: list[Expert] = Field(min_length=1, max_length=24)
+    max_debates: MaxDebates = 1
+    labels: Labels = Field(default_factory=list)
+    budget: Budget | None = None
+    briefing: list[BriefingDocument] = Field(default_factory=list, max_length=10_000)
+
+    @field_validator("models")
+    @classmethod
+    def _model_names(cls, v: dict[str, ModelConfig]) -> dict[str, ModelConfig]:
+        for name in v:
+            if not re.match(r"^[A-Za-z0-9_.-]{1,80}$", name):
+                raise ValueError(f"model name {name!r} must be 1-80 letters, digits, '_', '.' or '-'")
+        return v
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: list[str]) -> list[str]:
+        return check_labels(v)
+
+    @model_validator(mode="after")
+    def _check_briefing(self) -> _PlanBase:
+        problem = check_briefing(self.briefing)
+        if problem:
+            raise _FieldError(*problem)
+        return self
+
+    def expert(self, name: str) -> Expert:
+        for e in self._all_experts():
+            if e.name == name:
+                return e
+        raise KeyError(name)
+
+    def _all_experts(self) -> list[Expert]:
+        return list(self.experts)
+
+    @field_validator("task_id")
+    @classmethod
+    def _task_id(cls, v: str | None) -> str | None:
+        if v is not None and as_plan_id(v) is not None:
+            raise ValueError("a task_id may not be shaped like a plan id (a UUID): plan ids and task ids "
+                             "must never be confused")
+        return v
+
+    def _check_experts(self) -> None:
+        """Expert names are unique. Which models exist is decided at submit, against the
+        operator's registry (:mod:`orchestrator.plan.registry`)."""
+        seen: dict[str, str] = {}
+        for field, e in self.named_experts():
+            if e.slug in seen:
+                raise _FieldError(f"{field}.name",
+                                  f"expert name {e.name!r} is used twice (clashes with {seen[e.slug]!r})")
+            seen[e.slug] = e.name
+
+    def named_experts(self) -> list[tuple[str, Expert]]:
+        """Every expert with the field that declares it (``moderator``, ``experts[i]``)."""
+        return [(f"experts[{i}]", e) for i, e in enumerate(self.experts)]
+
+
+class BoardPlan(_PlanBase):
+    kind: Literal["board"]
+    moderator: Expert
+    rounds: int = Field(2, ge=1, le=10)
+    missing_expert: Literal["tolerate", "fatal"] = "tolerate"
+
+    def _all_experts(self) -> list[Expert]:
+        return [self.moderator, *self.experts]
+
+    def named_experts(self) -> list[tuple[str, Expert]]:
+        return [("moderator", self.moderator), *super().named_experts()]
+
+    @model_validator(mode="after")
+    def _check(self) -> BoardPlan:
+        self._check_experts()
+        return self
+
+
+class TeamPlan(_PlanBase):
+    kind: Literal["team"]
+    phases: list[TeamPhase] = Field(min_length=1, max_length=200)
+    synthesis: Synthesis
+    divergence: Literal["model", "lexical", "off"] = "model"
+
+    @model_validator(mode="after")
+    def _check(self) -> TeamPlan:
+        self._check_experts()
+        names = {e.name for e in self.experts}
+        ids: set[str] = set()
+        for i, ph in enumerate(self.phases):
+            if ph.id in ids or ph.id == "synthesis":
+                raise _FieldError(f"phases[{i}].id", f"phase id {ph.id!r} is used twice or reserved")
+            ids.add(ph.id)
+            if ph.expert not in names:
+                raise _FieldError(f"phases[{i}].expert", f"unknown expert {ph.expert!r}")
+        for i, ph in enumerate(self.phases):
+            for j, dep in enumerate(ph.depends_on):
+                if dep not in ids:
+                    raise _FieldError(f"phases[{i}].depends_on[{j}]", f"unknown dependency {dep!r}")
+                if dep == ph.id:
+                    raise _FieldError(f"phases[{i}].depends_on[{j}]", "a phase cannot depend on itself")
+        if self.synthesis.expert not in names:
+            raise _FieldError("synthesis.expert", f"unknown expert {self.synthesis.expert!r}")
+        for j, dep in enumerate(self.synthesis.depends_on or []):
+            if dep not in ids:
+                raise _FieldError(f"synthesis.depends_on[{j}]", f"unknown dependency {dep!r}")
+        cycle = find_cycle({ph.id: ph.depends_on for ph in self.phases})
+        if cycle:
+            raise _FieldError("phases", "dependency cycle: " + " -> ".join(cycle))
+        return self
+
+
+PlanSpec = Annotated[BoardPlan | TeamPlan, Field(discriminator="kind")]
+
+
+class _Document(BaseModel):
+    plan: PlanSpec
+
+
+class _FieldError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
+    """A dependency cycle as a path (first node repeated at the end), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for dep in graph.get(node, []):
+            if state.get(dep) == 1:
+                return [*stack[stack.index(dep):], dep]
+            if dep not in state and (found := visit(dep)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for n in graph:
+        if n not in state and (found := visit(n)):
+            return found
+    return None
+
+
+def slugify(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "x"
+
+
+def parse_plan(data: Any) -> BoardPlan | TeamPlan:
+    """Validate a plan given as a mapping (or an already-built plan object)."""
+    if isinstance(data, BoardPlan | TeamPlan):
+        return data
+    if not isinstance(data, dict):
+        raise InvalidPlan("a plan must be a mapping with a 'kind' of 'board' or 'team'",
+                          details=[{"field": "", "message": f"got {type(data).__name__}"}])
+    if not data:
+        raise InvalidPlan("the plan is empty", details=[{"field": "", "message": "empty plan"}])
+    try:
+        return _Document.model_validate({"plan": data}).plan
+    except ValidationError as exc:
+        details = [_detail(err) for err in exc.errors()]
+        first = details[0]
+        where = f"{first['field']}: " if first["field"] else ""
+        raise InvalidPlan(f"invalid plan: {where}{first['message']}", details=details) from None
+
+
+def _detail(err: Any) -> dict[str, str]:
+    ctx_error = (err.get("ctx") or {}).get("error")
+    if isinstance(ctx_error, _FieldError):
+        return {"field": ctx_error.field, "message": ctx_error.message}
+    if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        return {"field": "kind", "message": "kind must be 'board' or 'team'"}
+    loc = list(err["loc"])[1:]  # drop the "plan" wrapper
+    if loc and loc[0] in ("board", "team"):
+        loc = loc[1:]  # drop the discriminator tag
+    field = ""
+    for part in loc:
+        field += f"[{part}]" if isinstance(part, int) else (f".{part}" if field else str(part))
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field" + (" (plans never carry keys: use api_key_env)" if "key" in field else "")
+    return {"field": field, "message": msg}
+
+
+def load_plan(source: str | Path | dict[str, Any] | BoardPlan | TeamPlan, *,
+              max_bytes: int = 1_000_000) -> BoardPlan | TeamPlan:
+    """Load and validate a plan from a path, a YAML/JSON string, a mapping or a plan object."""
+    if isinstance(source, BoardPlan | TeamPlan | dict):
+        return parse_plan(source)
+    text = _read_file(Path(source), max_bytes) if _is_path(source) else str(source)
+    if len(text.encode()) > max_bytes:
+        raise InvalidPlan(f"plan is larger than {max_bytes} bytes",
+                          details=[{"field": "", "message": "too large"}])
+    try:
+        data = json.loads(text) if text.lstrip().startswith("{") else yaml.load(text, Loader=SafeLoader)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise InvalidPlan(f"plan is not valid YAML/JSON: {exc}",
+                          details=[{"field": "", "message": "unparseable"}]) from None
+    return parse_plan(data)
+
+
+def plan_file(source: object) -> Path | None:
+    """The file a plan source names (relative briefing paths resolve beside it), or None."""
+    if isinstance(source, Path | str) and _is_path(source):
+        return Path(source)
+    return None
+
+
+def _is_path(source: str | Path) -> bool:
+    """A Path, or a one-line string that names a file rather than holding a plan: it
+    exists, has a plan file's suffix, or has no ``key: value`` in it."""
+    if isinstance(source, Path):
+        return True
+    if "\n" in source or source.lstrip().startswith(("{", "[")):
+        return False
+    try:
+        exists = Path(source).exists()
+    except (OSError, ValueError):  # too long or otherwise not a name a file could have
+        return False
+    return exists or source.endswith((".yaml", ".yml", ".json")) or ":" not in source
+
+
+def _read_file(path: Path, max_bytes: int) -> str:
+    try:
+        if not path.is_file():
+            problem = "it is a directory" if path.is_dir() else "no such file"
+            raise InvalidPlan(f"cannot read plan file {str(path)!r}: {problem}",
+                              details=[{"field": "", "message": problem}])
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise InvalidPlan(f"plan file is {size} bytes, the limit is {max_bytes}",
+                              details=[{"field": "", "message": "too large"}])
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InvalidPlan(f"cannot read plan file {str(path)!r}: {exc.strerror}",
+                          details=[{"field": "", "message": str(exc.strerror)}]) from None
+
+
+def dump_plan(plan: BoardPlan | TeamPlan) -> dict[str, Any]:
+    data = plan.model_dump(mode="json")
+    if data["briefing"]:
+        data["briefing"] = [{k: v for k, v in d.items() if v is not None} for d in data["briefing"]]
+    else:  # plans without a briefing keep the spec they always had
+        del data["briefing"]
+    return data
+
+
+class PlanUpdate(_Strict):
+    """A ``PATCH`` of a plan: only the fields sent change. ``null`` clears ``labels``; it is
+    refused for ``title`` and ``max_debates``, which a plan always has."""
+
+    title: Title | None = None
+    labels: Labels | None = None
+    max_debates: MaxDebates | None = None
+
+
+class _Patched(_Strict):
+    """The patchable part of a stored plan after a patch, validated whole."""
+
+    title: Title
+    labels: Labels
+    max_debates: MaxDebates
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: list[str]) -> list[str]:
+        return check_labels(v)
+
+
+def check_update(title: str, labels: list[str], max_debates: int, patch: Any) -> dict[str, Any]:
+    """The fields ``patch`` (a client's JSON object) changes, with their validated values:
+    the fields sent (``model_fields_set``, so a ``null`` is told apart from an omission)
+    merged over the stored ``title``, ``labels`` and ``max_debates``, and the merged whole
+    validated again before anything is stored. Raises :class:`InvalidPlan` naming the field."""
+    try:
+        if not isinstance(patch, dict):
+            raise _FieldError("body", "a PATCH body is a JSON object of the fields to change")
+        update = PlanUpdate.model_validate(patch)
+        sent = update.model_fields_set
+        for name in sorted(sent):
+            if getattr(update, name) is None and name != "labels":
+                raise _FieldError(name, f"{name} cannot be null: every plan has one")
+        if not sent:
+            raise _FieldError("body", f"nothing to change: send one of {', '.join(PlanUpdate.model_fields)}")
+        merged = {"title": title, "labels": labels, "max_debates": max_debates,
+                  **{k: (getattr(update, k) if getattr(update, k) is not None else []) for k in sent}}
+        checked = _Patched.model_validate(merged)
+    except _FieldError as exc:
+        raise InvalidPlan(f"{exc.field}: {exc.message}", details=[{"field": exc.field, "message": exc.message}]
+                          ) from None
+    except ValidationError as exc:
+        details = [_patch_detail(err) for err in exc.errors()]
+        raise InvalidPlan(f"{details[0]['field']}: {details[0]['message']}", details=details) from None
+    return {k: getattr(checked, k) for k in sent}
+
+
+def _patch_detail(err: Any) -> dict[str, str]:
+    field = ""
+    for part in err["loc"]:
+        field += f"[{part}]" if isinstance(part, int) else (f".{part}" if field else str(part))
+    msg = "unknown field" if err["type"] == "extra_forbidden" else str(err["msg"]).removeprefix("Value error, ")
+    return {"field": field or "body", "message": msg}

@@ -1,0 +1,122 @@
+"""What users see of a plan: a stable, JSON-ready shape shared by the Python API,
+the CLI's ``--json`` and the HTTP API. Derived from stored rows on every read."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from orchestrator.core.errors import WaitTimeout
+from storage.plans import PlanState
+from storage.read_models import UsageRecord
+from storage.status import PHASE_FINAL, PhaseStatus, PlanStatus
+
+
+@dataclass(frozen=True)
+class UsageView:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    estimated: bool = False  # some of it is an estimate, not a provider's report
+    provider_tokens: int = 0  # of total_tokens, as providers reported them
+    estimated_tokens: int = 0  # of total_tokens, estimated where a provider reported nothing
+    wasted_tokens: int = 0  # spent by attempts that died or lost the fence
+    calls: int = 0  # model calls on record, waste included
+
+
+@dataclass(frozen=True)
+class PhaseView:
+    id: str
+    key: str
+    kind: str
+    expert: str | None
+    round: int | None
+    status: PhaseStatus
+    attempt: int
+    depends_on: list[str]
+    truncated: bool
+    summary: str | None
+    error_code: str | None
+    error: str | None
+    retries_requested: int
+    usage: UsageView
+
+
+@dataclass(frozen=True)
+class PlanView:
+    id: str
+    task_id: str | None
+    title: str
+    kind: str
+    labels: list[str]
+    status: PlanStatus
+    cancel_requested: bool
+    error_code: str | None
+    error: str | None
+    created_at: str
+    finished_at: str | None
+    usage: UsageView
+    phases: list[PhaseView] = field(default_factory=list)
+
+    @property
+    def done(self) -> int:
+        return sum(1 for p in self.phases if p.status in PHASE_FINAL)
+
+    @property
+    def final(self) -> bool:
+        return self.status != PlanStatus.RUNNING
+
+    def phase(self, key: str) -> PhaseView:
+        return next(p for p in self.phases if p.key == key)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _usage(rows: list[UsageRecord]) -> UsageView:
+    """Usage is the sum of usage rows — the only place it is added up."""
+    cost = [r for r in rows if r.counted]
+    tin = sum(r.input_tokens for r in cost)
+    tout = sum(r.output_tokens for r in cost)
+    reported = sum(r.input_tokens + r.output_tokens for r in cost if r.source == "provider")
+    return UsageView(input_tokens=tin, output_tokens=tout, total_tokens=tin + tout,
+                     estimated=any(r.source != "provider" for r in cost),
+                     provider_tokens=reported, estimated_tokens=tin + tout - reported,
+                     wasted_tokens=sum(r.input_tokens + r.output_tokens for r in rows if not r.counted),
+                     calls=len(rows))
+
+
+def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
+    # the current attempt of a running phase is live spend, not waste
+    live = {(ph.id, ph.attempt) for ph in state.phases if ph.status == PhaseStatus.RUNNING}
+    rows = [replace(r, counted=True) if (r.phase_id, r.attempt) in live else r for r in usage_rows]
+    by_phase: dict[str, list[UsageRecord]] = {}
+    for r in rows:
+        by_phase.setdefault(r.phase_id, []).append(r)
+    p = state.plan
+    return PlanView(
+        id=p.id, task_id=p.task_id, title=p.title, kind=p.kind, labels=list(p.labels), status=p.status,
+        cancel_requested=p.cancel_requested, error_code=p.error_code, error=p.error_message,
+        created_at=p.created_at.isoformat(), finished_at=p.finished_at.isoformat() if p.finished_at else None,
+        usage=_usage(rows),
+        phases=[PhaseView(id=ph.id, key=ph.key, kind=ph.kind, expert=ph.expert, round=ph.round, status=ph.status,
+                          attempt=ph.attempt, depends_on=list(ph.depends_on), truncated=ph.truncated,
+                          summary=ph.summary, error_code=ph.error_code, error=ph.error_message,
+                          retries_requested=ph.retries_requested, usage=_usage(by_phase.get(ph.id, [])))
+                for ph in state.phases],
+    )
+
+
+def wait_final(get: Callable[[str], PlanView], plan_id: str, timeout: float | None, poll: float) -> PlanView:
+    """Read the plan with ``get`` until it is final (the direct and the remote client's
+    ``wait``); raises :class:`~orchestrator.core.errors.WaitTimeout` after ``timeout`` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        view = get(plan_id)
+        if view.final:
+            return view
+        if deadline is not None and time.monotonic() > deadline:
+            raise WaitTimeout(f"plan {plan_id} still {view.status} after {timeout}s")
+        time.sleep(poll)

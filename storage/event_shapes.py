@@ -1,0 +1,112 @@
+"""One builder per event type: the only place an event's shape is decided.
+
+Repositories append what these return in the transaction that makes the change
+(transactional outbox) and hand back the :class:`~storage.read_models.EventRecord` they
+stored; the caller publishes exactly that record after commit (see
+:meth:`~storage.read_models.EventRecord.message`), so a watcher sees one shape per
+type whether it reads the database or the bus. The types and keys are documented
+for users in ``docs/api.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event to append: its type, the phase it is about (if any) and its data."""
+
+    type: str
+    data: dict[str, Any]
+    phase_key: str | None = None
+
+
+class _Phase(Protocol):
+    @property
+    def key(self) -> str: ...
+    @property
+    def expert(self) -> str | None: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def round(self) -> int | None: ...
+
+
+def _about(phase: _Phase, attempt: int) -> dict[str, Any]:
+    return {"attempt": attempt, "expert": phase.expert, "kind": phase.kind, "round": phase.round}
+
+
+def plan_submitted(*, title: str, kind: str, phases: int, tenant: str,
+                   principal: dict[str, Any] | None = None, documents: int = 0, chunks: int = 0) -> NewEvent:
+    """``principal``: who submitted it (id and name, never a token), for the audit trail;
+    ``documents``/``chunks``: the briefing stored with it."""
+    return NewEvent("plan_submitted", {"title": title, "kind": kind, "phases": phases, "tenant": tenant,
+                                       "principal": principal, "documents": documents, "chunks": chunks})
+
+
+def phase_started(phase: _Phase, *, attempt: int, worker: str, k: int, n: int) -> NewEvent:
+    """``k`` of ``n`` phases were final when the claim was made."""
+    return NewEvent("phase_started", {**_about(phase, attempt), "worker": worker, "k": k, "n": n}, phase.key)
+
+
+def phase_completed(phase: _Phase, *, attempt: int, chars: int, truncated: bool, fallback: bool,
+                    offloaded: bool, summary: str, k: int, n: int) -> NewEvent:
+    return NewEvent("phase_completed", {**_about(phase, attempt), "chars": chars, "truncated": truncated,
+                                        "fallback": fallback, "offloaded": offloaded, "summary": summary,
+                                        "k": k, "n": n}, phase.key)
+
+
+def phase_failed(phase: _Phase, *, attempt: int, error_code: str, error: str, k: int, n: int) -> NewEvent:
+    return NewEvent("phase_failed", {**_about(phase, attempt), "error_code": error_code, "error": error[:500],
+                                     "k": k, "n": n}, phase.key)
+
+
+def phase_cancelled(phase: _Phase, *, attempt: int, reason: str, k: int, n: int, error_code: str | None = None,
+                    error: str | None = None) -> NewEvent:
+    """A running phase that ended cancelled: at completion (``reason`` only) or while
+    failing (with the error it failed with)."""
+    return NewEvent("phase_cancelled", {**_about(phase, attempt), "reason": reason, "error_code": error_code,
+                                        "error": None if error is None else error[:500], "k": k, "n": n},
+                    phase.key)
+
+
+def phases_skipped(keys: Sequence[str], reason: str) -> NewEvent:
+    return NewEvent("phases_skipped", {"phases": list(keys), "reason": reason})
+
+
+def cancel_requested(cancelled: Sequence[str], *, actor: dict[str, Any] | None = None) -> NewEvent:
+    """``cancelled``: the keys of the phases that were pending and are now cancelled;
+    ``actor``: who asked (id and name), for the audit trail."""
+    return NewEvent("cancel_requested", {"cancelled": list(cancelled), "actor": actor})
+
+
+def retry_requested(keys: Sequence[str]) -> NewEvent:
+    return NewEvent("retry_requested", {"phases": list(keys)})
+
+
+def resume_requested(*, retry_failed: bool, reset: Sequence[str], actor: dict[str, Any] | None) -> NewEvent:
+    """Every resume, with who asked (the audit trail) and what it reset."""
+    return NewEvent("resume_requested", {"retry_failed": retry_failed, "reset": list(reset), "actor": actor})
+
+
+def plan_updated(changes: Mapping[str, Any], *, actor: dict[str, Any] | None) -> NewEvent:
+    """``changes``: each field a PATCH changed, with its new value; ``actor``: who asked."""
+    return NewEvent("plan_updated", {"changes": dict(changes), "actor": actor})
+
+
+def plan_finished(status: str, *, error_code: str | None, error: str | None) -> NewEvent:
+    return NewEvent("plan_finished", {"status": status, "error_code": error_code, "error": error})
+
+
+def debate_inserted(*, check: str, topic: str | None, participants: Sequence[str],
+                    phases: Sequence[str]) -> NewEvent:
+    return NewEvent("debate_inserted", {"check": check, "topic": topic, "participants": list(participants),
+                                        "phases": list(phases)})
+
+
+def limit_reached(kind: str, *, limit: int, existing: int) -> NewEvent:
+    """Phases of ``kind`` were not inserted: the plan already has ``limit`` groups."""
+    return NewEvent(f"{kind}_limit_reached", {"limit": limit, "existing": existing})
