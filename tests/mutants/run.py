@@ -24,6 +24,7 @@ Usage::
     python -m tests.mutants.run --check         # validate the catalogue only
     python -m tests.mutants.run --only fence-dropped --only count-every-attempt
     python -m tests.mutants.run --list
+    python -m tests.mutants.run --table         # rewrite docs/invariants.md from the catalogue
 """
 
 from __future__ import annotations
@@ -43,18 +44,12 @@ from pathlib import Path
 
 from tests.mutants.catalogue import MUTATIONS
 from tests.mutants.catalogue_types import Mutation
+from tests.mutants.invariants_doc import DESIGN, invariant_ids, write
 
 ROOT = Path(__file__).resolve().parents[2]
-DESIGN = "DESIGN.md"
 IGNORE = shutil.ignore_patterns(".venv", ".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
                                 ".conclave", "*.egg-info", "*.pyc", "mutmut-*", "mutants")
-INVARIANT_ROW = re.compile(r"^\|\s*(I\d+)\s*\|")
 TIMEOUT = 900.0  # per mutation; pytest-timeout bounds each test well before this
-
-
-def invariant_ids(design: str) -> list[str]:
-    """The ids of DESIGN.md's invariant table, in order."""
-    return [m.group(1) for line in design.splitlines() if (m := INVARIANT_ROW.match(line))]
 
 
 def problems(root: Path, mutations: Sequence[Mutation], *, complete: bool = True) -> list[str]:
@@ -260,9 +255,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="validate the catalogue against the tree, run nothing")
     parser.add_argument("--list", action="store_true", help="list the mutations")
     parser.add_argument("--only", action="append", default=[], metavar="NAME", help="run only these mutations")
+    parser.add_argument("--table", action="store_true",
+                        help="rewrite docs/invariants.md (each invariant's mutations and tests) from the catalogue")
     parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run of the tests")
     args = parser.parse_args(argv)
 
+    if args.table:
+        print(f"wrote {write(ROOT, MUTATIONS).relative_to(ROOT)}")
+        return 0
     if args.list:
         for m in MUTATIONS:
             print(f"{m.name:34} {m.invariant:4} {m.file:32} {m.why}")
