@@ -1,6 +1,8 @@
 """The mutation catalogue stays anchored to the code (``make mutants`` runs it; this
 checks, in every ``make test``, that it could): every DESIGN.md invariant has a
-mutation, every ``old`` snippet occurs exactly once, every named test exists."""
+mutation, every ``old`` snippet occurs exactly once, every named test exists; and the
+documents stay true to it: docs/invariants.md is generated from the catalogue, and
+DESIGN.md's table names code and tests that exist."""
 
 from __future__ import annotations
 
@@ -10,27 +12,52 @@ from pathlib import Path
 from tests.conftest import ROOT
 from tests.mutants.catalogue import MUTATIONS
 from tests.mutants.catalogue_types import Edit, Mutation, mutation
-from tests.mutants.run import invariant_ids, missed, problems
+from tests.mutants.invariants_doc import DESIGN, GENERATED, invariant_ids, invariant_rows, render
+from tests.mutants.run import missed, problems
 
 
 def test_the_catalogue_covers_every_invariant_and_is_anchored() -> None:
     assert problems(ROOT, MUTATIONS) == []
-    ids = invariant_ids((ROOT / "DESIGN.md").read_text())
+    ids = invariant_ids((ROOT / DESIGN).read_text())
     assert ids == [f"I{n}" for n in range(1, len(ids) + 1)]  # stable, gapless ids
     assert {m.invariant for m in MUTATIONS} == set(ids)
 
 
-def test_design_names_each_invariants_mutations() -> None:
-    """The table's last column lists exactly the catalogue's mutations of that row."""
-    listed: dict[str, set[str]] = {}
-    for line in (ROOT / "DESIGN.md").read_text().splitlines():
-        if re.match(r"^\| I\d+ \|", line):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            listed[cells[0]] = set(re.findall(r"`([a-z0-9-]+)`", cells[-1]))
-    expected: dict[str, set[str]] = {}
-    for m in MUTATIONS:
-        expected.setdefault(m.invariant, set()).add(m.name)
-    assert listed == expected
+def test_docs_invariants_is_generated_from_the_catalogue() -> None:
+    """docs/invariants.md (each invariant's mutations and the tests named) is the catalogue's, rendered."""
+    design = (ROOT / DESIGN).read_text()
+    assert (ROOT / GENERATED).read_text() == render(design, MUTATIONS), (
+        f"{GENERATED} is out of date: run `python -m tests.mutants.run --table`")
+
+
+def test_each_invariant_is_one_line_naming_code_and_tests_that_exist() -> None:
+    """A row is ``| I<n> | what | kept by | proven by |``; "kept by" names modules (and the
+    functions or classes in them) that exist, "proven by" test files under tests/ that exist."""
+    wrong = []
+    for inv, cells in invariant_rows((ROOT / DESIGN).read_text()).items():
+        if len(cells) != 3 or not all(cells):
+            wrong.append(f"{inv}: expected what | kept by | proven by, got {cells}")
+            continue
+        wrong += [f"{inv} kept by `{ref}`: {why}" for ref in re.findall(r"`([\w.]+)`", cells[1])
+                  if (why := _unresolved(ref))]
+        wrong += [f"{inv} proven by `{path}`: no such file" for path in re.findall(r"`([^`]+)`", cells[2])
+                  if not (ROOT / "tests" / path).is_file()]
+    assert wrong == []
+
+
+def _unresolved(ref: str) -> str | None:
+    """Why a dotted name does not name code of ours (None when it does): the longest prefix
+    that is a module, and each name after it defined in that module's source."""
+    parts = ref.split(".")
+    for i in range(len(parts), 0, -1):
+        base = ROOT.joinpath(*parts[:i])
+        module = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+        if module.is_file():
+            source = module.read_text()
+            missing = [name for name in parts[i:]
+                       if not re.search(rf"^\s*(?:async def|def|class) {name}\b|^{name}\b.*=", source, re.M)]
+            return f"{', '.join(missing)} not defined in {module.relative_to(ROOT)}" if missing else None
+    return "no such module"
 
 
 def _tree(tmp_path: Path) -> Path:
