@@ -261,7 +261,7 @@ def main() -> None:
         args.profile.mkdir(parents=True, exist_ok=True)
     experts = EXPERTS[:args.experts]
     name, url = new_database()
-    log = Path("/tmp") / f"{name}.log"
+    log = Path(tempfile.gettempdir()) / f"{name}.log"
     server = ModelServer(args.chunks, args.interval)
     registry = Path(tempfile.gettempdir()) / f"{name}-models.json"
     registry.write_text(server.registry())

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -308,7 +309,7 @@ def main() -> None:
     name, url = new_database()
     upgrade(url)
     redis.Redis.from_url(args.redis).flushdb()
-    log = Path("/tmp") / f"{name}.log"
+    log = Path(tempfile.gettempdir()) / f"{name}.log"
     settings = Settings(database_url=url, broker_url=args.redis, pool="threads", concurrency=32,  # type: ignore[arg-type]
                         allow_plan_models=True, submit_rate=0)  # the bench plans define the offline model
     try:

@@ -140,7 +140,7 @@ def main() -> None:
 
     experts = EXPERTS[:args.experts]
     name, url = new_database()
-    log = Path("/tmp") / f"{name}.log"
+    log = Path(tempfile.gettempdir()) / f"{name}.log"
     server = ModelServer(args.chunks, args.interval)
     registry = Path(tempfile.gettempdir()) / f"{name}-models.json"
     registry.write_text(server.registry())

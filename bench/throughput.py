@@ -17,6 +17,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from datetime import datetime
@@ -115,7 +116,7 @@ def main() -> None:
     name, url = new_database()
     upgrade(url)
     redis.Redis.from_url(args.redis).flushdb()
-    log = Path("/tmp") / f"{name}.log"
+    log = Path(tempfile.gettempdir()) / f"{name}.log"
     results: dict[str, float] = {}
     try:
         for pool, conc in (("threads", 32), ("prefork", 2)):

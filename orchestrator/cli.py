@@ -36,8 +36,9 @@ from orchestrator.core.errors import (
 )
 from orchestrator.core.settings import Settings, settings_errors
 from orchestrator.core.version import __version__
+from orchestrator.fleet import startup
 from orchestrator.fleet.celery_app import build_app
-from orchestrator.logs import configure, context_in_worker_logs, quiet_beat
+from orchestrator.logs import configure, quiet_beat
 from orchestrator.plan.views import PlanView
 from storage.status import PlanStatus
 
@@ -288,28 +289,19 @@ def cancel(ref: str, as_json: bool, url: str | None, token: str | None) -> None:
 @click.pass_context
 def worker(ctx: click.Context, beat: bool) -> None:
     """Run a Celery worker for the configured cluster (extra args go to celery)."""
-    settings = _settings()
-    if (problem := settings.fleet_problem()) is not None:
-        raise click.ClickException(problem)
-    app = build_app(settings)  # Celery imports the task modules named in its include
-    context_in_worker_logs(settings)
-    tracing.setup(settings, service="conclave-worker")
-
+    fleet = startup.start("worker")  # its app names the task modules: Celery imports them
+    settings = fleet.settings
     argv = ["worker", "--pool", settings.pool, "--concurrency", str(settings.concurrency), "-Q", "conclave",
             "-E", "--loglevel", settings.log_level, *(["-B", *_schedule(settings)] if beat else []), *ctx.args]
-    app.worker_main(argv)
+    startup.run(fleet.app, argv)
 
 
 @cli.command()
 def beat() -> None:
     """Run the reconciler schedule (celery beat). Optional: every worker reconciles on its own."""
-    settings = _settings()
-    if (problem := settings.fleet_problem()) is not None:
-        raise click.ClickException(problem)
-    context_in_worker_logs(settings)
-    tracing.setup(settings, service="conclave-beat")
-    build_app(settings).start([*quiet_beat(settings), "beat", "--loglevel", settings.log_level,
-                               *_schedule(settings)])
+    fleet = startup.start("beat")
+    startup.run(fleet.app, [*quiet_beat(fleet.settings), "beat", "--loglevel", fleet.settings.log_level,
+                            *_schedule(fleet.settings)])
 
 
 def _schedule(settings: Settings) -> list[str]:

@@ -108,10 +108,6 @@ def citable(db: Database, plan_id: str, refs: Iterable[tuple[str, int]]) -> dict
     return {(c.doc_id, c.ordinal): c for c in found if (c.doc_id, c.ordinal) in wanted}
 
 
-def resolve_citation(db: Database, plan_id: str, doc_id: str, ordinal: int) -> ChunkRecord | None:
-    return citable(db, plan_id, [(doc_id, ordinal)]).get((doc_id, ordinal))
-
-
 def openings(db: Database, plan_id: str, limit: int) -> list[ChunkRecord]:
     """The first chunk of each document, in briefing order (what to show when a search
     finds nothing)."""

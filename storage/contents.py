@@ -18,13 +18,3 @@ def read_text(db: Database, plan_id: str, key: str) -> str | None:
     with db.transaction() as s:
         return s.scalar(select(Content.text).join(Phase, Phase.id == Content.phase_id)
                         .where(Phase.plan_id == plan_id, Phase.key == key))
-
-
-def count_for_plan(db: Database, plan_id: str) -> dict[str, int]:
-    """Content rows per phase id (a completed phase has exactly one)."""
-    with db.transaction() as s:
-        rows = s.execute(select(Content.phase_id).where(Content.plan_id == plan_id))
-        out: dict[str, int] = {}
-        for (pid,) in rows:
-            out[pid] = out.get(pid, 0) + 1
-        return out

@@ -56,6 +56,12 @@ class Database:
             with translated(), self._autocommit.connect() as conn:
                 yield conn
 
+    def ping(self) -> None:
+        """One round trip: :class:`~storage.exceptions.Unavailable` when the database
+        cannot be reached (a process checks it once, at start)."""
+        with self.statement() as conn:
+            conn.execute(sqlalchemy.text("SELECT 1"))
+
     def dispose(self) -> None:
         self.engine.dispose()
 

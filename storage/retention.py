@@ -87,11 +87,6 @@ def claim(db: Database, every: float, *, now: datetime | None = None) -> bool:
         return bool(res.rowcount)  # type: ignore[attr-defined]
 
 
-def last_run(db: Database) -> datetime | None:
-    with db.transaction() as s:
-        return s.scalar(select(FleetState.at).where(FleetState.name == RAN))
-
-
 def prune(db: Database, *, older_than: datetime, max_events_per_plan: int,
           delete_before: datetime | None = None, batch: int = 100, per_pass: int = 1000,
           now: datetime | None = None) -> Pruned:

@@ -5,6 +5,11 @@ A worker builds it lazily from ``CONCLAVE_*`` on its first task (after the fork,
 for prefork). When the process that built the app attached its resources to it
 (``orchestrator.fleet.celery_app.share`` — the embedded mode), the runtime reuses them,
 so the in-process worker shares the caller's database, in-memory bus and coordinator.
+
+What a worker sets up as it starts (its housekeeper, its metrics) stops it when it fails,
+with one line saying why (:func:`or_stop`): Celery would log the error of a signal handler
+and run on without what it set up. The checks before that are
+:func:`orchestrator.fleet.startup.start`'s.
 """
 
 from __future__ import annotations
@@ -14,14 +19,18 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import wraps
+from typing import Any, TypeVar
 
 from celery import Celery, signals
+from celery.exceptions import WorkerShutdown
 
 from orchestrator.control.coordinator import Coordinator
 from orchestrator.control.dispatch import CeleryDispatcher
 from orchestrator.core.bus import Bus, open_bus
+from orchestrator.core.errors import ConclaveError
 from orchestrator.core.settings import Settings
 from orchestrator.fleet.celery_app import shared
 from orchestrator.gateway.model_gateway import default_providers
@@ -89,6 +98,27 @@ log = logging.getLogger(__name__)
 
 _RUNTIME = "conclave_runtime"
 _lock = threading.Lock()
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def or_stop(what: str) -> Callable[[F], F]:
+    """A worker signal handler that, when it fails, stops the worker (exit 1) after one log
+    line naming ``what`` failed and why — instead of Celery's ``Signal handler … raised``
+    and a worker running on without it."""
+    def decorate(handler: F) -> F:
+        @wraps(handler)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return handler(*args, **kwargs)
+            except Exception as exc:
+                reason = f"[{exc.code}] {exc.message}" if isinstance(exc, ConclaveError) else \
+                    f"{type(exc).__name__}: {exc}"
+                log.critical("the worker stops: %s failed: %s", what, reason, extra={"action": "worker.refused"})
+                raise WorkerShutdown(1) from None
+
+        return guarded  # type: ignore[return-value]
+
+    return decorate
 
 
 def current(app: Celery) -> Runtime:
@@ -114,6 +144,7 @@ def current(app: Celery) -> Runtime:
 
 
 @signals.worker_ready.connect(weak=False, dispatch_uid="conclave.runtime.housekeeping")
+@or_stop("starting the housekeeper")
 def start_housekeeping(sender: Any = None, **_: Any) -> None:
     """A cluster worker, once ready to take work, reconciles and then keeps the fleet
     healing on its own timer (:mod:`tasks.housekeeping`). The embedded worker has its own
@@ -130,6 +161,7 @@ def start_housekeeping(sender: Any = None, **_: Any) -> None:
 
 
 @signals.worker_init.connect(weak=False, dispatch_uid="conclave.runtime.metrics.prepare")
+@or_stop("preparing the metrics")
 def prepare_metrics(sender: Any = None, **_: Any) -> None:
     """Before the pool starts: a prefork worker's processes will share their metric values
     through files under ``CONCLAVE_STATE_DIR`` (:mod:`orchestrator.metrics.processes`)."""
@@ -143,6 +175,7 @@ def prepare_metrics(sender: Any = None, **_: Any) -> None:
 
 
 @signals.worker_ready.connect(weak=False, dispatch_uid="conclave.runtime.metrics.serve")
+@or_stop("serving the metrics")
 def serve_metrics(sender: Any = None, **_: Any) -> None:
     """Serve the worker's metrics over HTTP when ``CONCLAVE_METRICS_PORT`` is set."""
     app = getattr(sender, "app", None)

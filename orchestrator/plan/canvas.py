@@ -77,11 +77,6 @@ class Canvas:
     def advances(self) -> int:
         return sum(1 for s in walk(self.root) if isinstance(s, Advance))
 
-    def shape(self) -> Any:
-        """The canvas as plain data, for tests and logs: a run is its key, an advance is
-        ``"advance"``, a chain a list, a group a tuple."""
-        return _shape(self.root)
-
 
 def walk(step: Step) -> Iterable[Step]:
     yield step
@@ -91,16 +86,6 @@ def walk(step: Step) -> Iterable[Step]:
     elif isinstance(step, Group):
         for s in step.lanes:
             yield from walk(s)
-
-
-def _shape(step: Step) -> Any:
-    if isinstance(step, Run):
-        return step.key
-    if isinstance(step, Advance):
-        return "advance"
-    if isinstance(step, Chain):
-        return [_shape(s) for s in step.steps]
-    return tuple(_shape(s) for s in step.lanes)
 
 
 def region(phases: Sequence[PhaseRecord], heads: Sequence[PhaseRecord], resent: Iterable[str]) -> list[PhaseRecord]:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from storage import Database, contents, plans, usage
+from storage import Database, plans, usage
 from storage.read_models import PhaseRecord, PlanRecord, UsageRecord
+from tests.stored_rows import content_rows
 
 T = TypeVar("T")
 
@@ -123,7 +124,7 @@ class Ledger:
 
 def ledger(db: Database, plan_id: str) -> Ledger:
     state = plans.load_state(db, plan_id)
-    return Ledger(state.plan, state.phases, contents.count_for_plan(db, plan_id),
+    return Ledger(state.plan, state.phases, content_rows(db, plan_id),
                   usage.rows_for_plan(db, plan_id))
 
 

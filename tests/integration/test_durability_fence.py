@@ -31,6 +31,7 @@ from sqlalchemy import text
 from storage import Database, contents, plans, usage
 from tests.integration.durability import assert_exactly_once, ledger, owner_pid, wait_for
 from tests.llm_server import LLMServer
+from tests.stored_rows import content_rows
 
 KEY_ENV = "DURABILITY_TEST_FENCE_KEY"  # not CONCLAVE_*: settings_env drops those
 QUESTION = "Should Ledgerly move to usage-based pricing next quarter?"
@@ -171,7 +172,7 @@ def _a_held_in_completion(client: Any, plan_id: str, gate: CompletionGate, worke
     wait_for(gate.waiting, 30, interval=0.05, what="attempt 1's completion waiting at the gate")
     a = _phase(client, plan_id)
     assert (a.status, a.attempt, owner_pid(a)) == ("running", 1, worker.pid)
-    assert a.id not in contents.count_for_plan(client.db, plan_id)
+    assert a.id not in content_rows(client.db, plan_id)
 
 
 def _taken_over_by(client: Any, plan_id: str, worker: Any) -> None:
@@ -265,7 +266,7 @@ def test_a_worker_killed_after_its_usage_was_recorded(
     assert_exactly_once(led)
     contested = led.phase("a")
     assert (contested.status, contested.attempt) == ("completed", 2)
-    assert contents.count_for_plan(client.db, plan_id)[contested.id] == 1
+    assert content_rows(client.db, plan_id)[contested.id] == 1
     spent = sorted(led.usage_of(contested), key=lambda u: u.attempt)
     assert [(u.attempt, u.counted) for u in spent] == [(1, False), (2, True)]  # the killed attempt's row
     killed = _tokens(spent[:1])

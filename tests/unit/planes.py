@@ -26,6 +26,7 @@ from storage.read_models import EventRecord, UsageRecord
 from storage.status import Outcome
 from tasks.lease import Lease
 from tasks.runner import PhaseRunner
+from tests.stored_rows import content_rows
 
 OWNER = "unit:1:runner"
 
@@ -113,7 +114,7 @@ class Planes:
         return usage.rows_for_plan(self.db, plan_id)
 
     def contents(self, plan_id: str) -> dict[str, int]:
-        return contents.count_for_plan(self.db, plan_id)
+        return content_rows(self.db, plan_id)
 
     def text(self, plan_id: str, key: str) -> str | None:
         return contents.read_text(self.db, plan_id, key)

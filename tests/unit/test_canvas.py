@@ -18,6 +18,7 @@ from orchestrator.plan.schema import load_plan
 from orchestrator.plan.seriesparallel import Leaf, Open, Parallel, Series, decompose
 from storage.models import utcnow
 from storage.read_models import PhaseRecord
+from tests.unit.shapes import shape
 from tests.unit.test_schema import BOARD, TEAM
 
 
@@ -36,8 +37,8 @@ def records(doc: dict[str, Any], done: tuple[str, ...] = (), *, marked: tuple[st
 
 
 def shape_for(phases: list[PhaseRecord], resent: tuple[str, ...] = ()) -> Any:
-    return compile_canvas("p", phases, [p for p in dag.ready(phases) if p.enqueued_at is None or p.key in resent],
-                          resent=resent).shape()
+    return shape(compile_canvas("p", phases, [p for p in dag.ready(phases) if p.enqueued_at is None
+                                              or p.key in resent], resent=resent))
 
 
 def team(phases: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -105,7 +106,7 @@ def test_a_check_on_one_branch_ends_its_own_lane_without_waiting_for_the_other()
     canvas = compile_canvas("p", phases, dag.ready(phases))
     # the check's lane gets its own advance (debates may follow it), the other lane runs on and
     # ends in its own; "after" waits for the check, so no canvas carries it yet
-    assert canvas.shape() == ([("a1", "a2"), "check-1", "advance"], ["b1", "b2", "advance"])
+    assert shape(canvas) == ([("a1", "a2"), "check-1", "advance"], ["b1", "b2", "advance"])
     assert canvas.advances == 2 and "after" not in [r.key for r in canvas.runs]
 
 

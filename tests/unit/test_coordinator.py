@@ -16,6 +16,7 @@ from storage.models import Phase, utcnow
 from storage.status import Outcome, PhaseStatus, PlanStatus
 from tasks.lease import Lease
 from tests.unit.planes import Planes, published
+from tests.unit.shapes import shape
 from tests.unit.stored import example
 
 # two experts, one round: opening → r1.dana, r1.ravi → r1.summary → final
@@ -31,7 +32,7 @@ def test_a_board_runs_from_its_recorded_canvases_to_a_stored_result(planes: Plan
     assert set(planes.statuses(plan_id).values()) == {PhaseStatus.PENDING}
     [first] = planes.dispatcher.sent
     turns = [tuple(f"r{r}.{s}" for s in ("dana", "ravi", "sofia", "tomas")) for r in (1, 2)]
-    assert first.shape() == ["opening", turns[0], "r1.summary", turns[1], "r2.summary", "final", "advance"]
+    assert shape(first) == ["opening", turns[0], "r1.summary", turns[1], "r2.summary", "final", "advance"]
     sub = planes.bus.subscribe(plan_id)
 
     assert planes.run_all() == 1  # the advance at its end sends nothing: every phase ran from that canvas
@@ -208,7 +209,7 @@ def test_the_reconciler_resends_a_phase_only_once_it_has_been_ready_and_unclaime
     assert stalled() == [plan_id]  # round 1 has been ready for longer than requeue_after
     assert planes.coordinator.reconcile() == [plan_id]
     [resent] = planes.dispatcher.take()
-    assert resent.shape() == [("r1.dana", "r1.ravi"), "r1.summary", "final", "advance"]  # with what it triggers
+    assert shape(resent) == [("r1.dana", "r1.ravi"), "r1.summary", "final", "advance"]  # with what it triggers
     planes.run_canvas(resent)
     assert planes.dispatcher.take() == []
     assert planes.state(plan_id).plan.status == PlanStatus.COMPLETED

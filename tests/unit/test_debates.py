@@ -14,6 +14,7 @@ from orchestrator.plan.prompts import build_request
 from orchestrator.plan.schema import TeamPlan
 from storage.read_models import PhaseRecord
 from tests.unit.planes import Planes
+from tests.unit.shapes import shape
 from tests.unit.stored import example, inputs_of, stored
 
 
@@ -80,7 +81,7 @@ def test_a_diverged_verdict_inserts_one_debate_phase_per_participant() -> None:
 def test_stored_debates_rewire_what_waited_for_the_check_and_stay_within_max_debates(planes: Planes) -> None:
     plan_id = planes.coordinator.submit(team(max_debates=1)).plan_id
     [canvas] = planes.dispatcher.take()
-    assert canvas.shape() == [("growth", "finance"), "check-1", "advance"]
+    assert shape(canvas) == [("growth", "finance"), "check-1", "advance"]
     planes.run_canvas(canvas)
 
     by_key = planes.state(plan_id).by_key()

@@ -19,6 +19,7 @@ from storage.status import Outcome, PhaseStatus, PlanStatus
 from tasks.lease import SHUTDOWN, Lease
 from tests.sqlcount import StatementCounter
 from tests.unit.planes import Planes, published
+from tests.unit.shapes import shape
 from tests.unit.stored import example
 
 PANEL = [{"name": "Dana", "role": "Chief Financial Officer"}, {"name": "Ravi", "role": "Chief Technology Officer"}]
@@ -98,7 +99,7 @@ def test_a_failed_phases_successors_in_the_canvas_do_nothing_and_the_plan_fails(
         "board", rounds=1, experts=PANEL, missing_expert="fatal",
         models={"default": {"provider": "offline", "max_retries": 0, "options": {"fail": ["Ravi"]}}})).plan_id
     [canvas] = planes.dispatcher.take()
-    assert canvas.shape() == ["opening", ("r1.dana", "r1.ravi"), "r1.summary", "final", "advance"]
+    assert shape(canvas) == ["opening", ("r1.dana", "r1.ravi"), "r1.summary", "final", "advance"]
     counter = StatementCounter().attach(planes.db.engine)
     try:
         planes.run_canvas(canvas)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from orchestrator.plan.views import PlanView, plan_view
-from storage import Database, contents, outbox, phases, plans, usage
+from storage import Database, outbox, phases, plans, usage
 from storage.read_models import NewPhase, PhaseRecord, UsageRecord
 from tests.integration.durability import wait_for
 
@@ -77,7 +77,3 @@ def view(db: Database, plan_id: str) -> PlanView:
 
 def event_types(db: Database, plan_id: str, key: str | None = None) -> list[str]:
     return [e.type for e in outbox.list_events(db, plan_id, limit=10_000) if key is None or e.phase_key == key]
-
-
-def content_rows(db: Database, plan_id: str) -> dict[str, int]:
-    return contents.count_for_plan(db, plan_id)

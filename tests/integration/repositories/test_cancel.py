@@ -13,7 +13,6 @@ from tests.integration.repositories.ledger import (
     LEASE,
     claim,
     complete,
-    content_rows,
     event_types,
     new_plan,
     phase,
@@ -22,6 +21,7 @@ from tests.integration.repositories.ledger import (
     view,
     wait_until_lease_expired,
 )
+from tests.stored_rows import content_rows
 
 
 def test_cancel_cancels_the_queued_phases_of_that_plan_and_flags_it(db: Database) -> None:

@@ -15,7 +15,8 @@ from sqlalchemy import text
 from storage import Database, event_shapes, outbox, phases, plans
 from storage.read_models import NewPhase
 from tests.integration.durability import wait_for
-from tests.integration.repositories.ledger import claim, complete, content_rows, event_types, phase
+from tests.integration.repositories.ledger import claim, complete, event_types, phase
+from tests.stored_rows import content_rows
 
 CHECKS = ("check-1", "check-2", "check-3")
 

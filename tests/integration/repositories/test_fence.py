@@ -21,7 +21,6 @@ from tests.integration.durability import wait_for
 from tests.integration.repositories.ledger import (
     claim,
     complete,
-    content_rows,
     event_types,
     new_plan,
     phase,
@@ -30,6 +29,7 @@ from tests.integration.repositories.ledger import (
     view,
     wait_until_lease_expired,
 )
+from tests.stored_rows import content_rows
 
 
 def _taken_over(db: Database) -> str:

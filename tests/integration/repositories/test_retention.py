@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import event, select, text
 
 from orchestrator.control.coordinator import Coordinator
 from orchestrator.control.dispatch import RecordingDispatcher
@@ -20,7 +20,7 @@ from orchestrator.core.bus import MemoryBus
 from orchestrator.core.settings import Settings
 from storage import Database, briefings, connect, outbox, plans, retention
 from storage.event_shapes import NewEvent
-from storage.models import utcnow
+from storage.models import FleetState, utcnow
 from storage.read_models import NewChunk, NewDocument, NewPhase
 from tasks.housekeeping import Housekeeper
 from tests.integration.repositories.ledger import claim, complete, spend
@@ -189,12 +189,18 @@ def test_two_housekeepers_run_retention_once_per_interval_between_them(db: Datab
     assert b.sweep() and a.sweep()  # both swept (reconciled) …
     assert _rows(db, late)["plans"] == 1  # … but retention had run within the hour, fleet-wide
 
-    ran = retention.last_run(db)
+    ran = last_run(db)
     assert ran is not None
     with db.engine.begin() as c:  # an hour passes
         c.execute(text("UPDATE fleet_state SET at = :at WHERE name = 'retention'"),
                   {"at": (ran - timedelta(hours=1)).replace(tzinfo=None)})
     assert b.sweep() and _rows(db, late)["plans"] == 0
+
+
+def last_run(db: Database) -> datetime | None:
+    """When retention last ran, fleet-wide."""
+    with db.transaction() as s:
+        return s.scalar(select(FleetState.at).where(FleetState.name == retention.RAN))
 
 
 def test_of_processes_claiming_at_once_one_runs_retention(pg: Database) -> None:
