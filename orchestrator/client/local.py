@@ -174,6 +174,7 @@ def page_dict(page: Page) -> dict[str, Any]:
 
 def summary_dict(p: PlanSummary) -> dict[str, Any]:
     out = asdict(p)
+    out["status"] = p.status.value  # what JSON carries
     out["created_at"] = p.created_at.isoformat()
     out["finished_at"] = p.finished_at.isoformat() if p.finished_at else None
     return out
