@@ -54,7 +54,7 @@ def test_broker_down_at_submit_stores_the_plan_and_the_reconciler_runs_it(settin
                                        "redis_url": None})
     with Conclave(down, worker=False) as offline_client:
         plan_id = offline_client.submit(board_plan(task_id="broker-down"))  # stored, not sent: no error
-        stored = ledger(offline_client.db, plan_id)
+        stored = ledger(offline_client.local.db, plan_id)
     assert stored.plan.status == "running" and all(p.status == "pending" for p in stored.phases)
     assert all(p.enqueued_at is None for p in stored.phases)  # the failed send released its mark
 

@@ -37,7 +37,7 @@ def test_a_fault_switch_past_submit_is_refused_by_a_worker_not_in_testing_mode(s
         plan_id = tester.submit(board_plan("smuggled hang", hang=True, fail=["Dana"], model={"max_retries": 0}))
         view = tester.wait(plan_id, timeout=BOUND)  # a hang would last an hour
         assert view.status == "failed", view.status
-        opening = ledger(tester.db, plan_id).phase("opening")
+        opening = ledger(tester.local.db, plan_id).phase("opening")
         assert (opening.status, opening.error_code) == ("failed", "llm.fault_not_allowed"), opening
         assert "CONCLAVE_TESTING" in (opening.error_message or "")
 

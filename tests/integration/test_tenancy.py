@@ -215,11 +215,11 @@ def test_the_coordinator_answers_a_rate_limit_with_retry_after(client: Any, sett
 
     limited = Conclave(settings.model_copy(update={"submit_rate": 1}), worker=False)
     try:
-        limited.coordinator.submit(board_plan("first"), principal=ACME)
+        limited.local.coordinator.submit(board_plan("first"), principal=ACME)
         with pytest.raises(SubmitRateLimited) as info:
-            limited.coordinator.submit(board_plan("second"), principal=ACME)
+            limited.local.coordinator.submit(board_plan("second"), principal=ACME)
         assert info.value.http_status == 429 and info.value.code == "plan.rate_limited"
         assert 1 <= info.value.retry_after <= 60 and info.value.details == {"retry_after": info.value.retry_after}
-        limited.coordinator.submit(board_plan("globex"), principal=GLOBEX)
+        limited.local.coordinator.submit(board_plan("globex"), principal=GLOBEX)
     finally:
         limited.close()
