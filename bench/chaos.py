@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.25)
         wall = time.monotonic() - started
 
-        with client.db.engine.connect() as c:
+        with client.local.db.engine.connect() as c:
             f = c.execute(text(FIGURES)).mappings().one()
             completed_plans = c.execute(text("SELECT count(*) FROM plans WHERE status = 'completed'")).scalar()
             by_status = dict(c.execute(text("SELECT status, count(*) FROM plans GROUP BY status")).all())
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _scalar(client: Any, sql: str) -> int:
-    with client.db.engine.connect() as c:
+    with client.local.db.engine.connect() as c:
         return int(c.execute(text(sql)).scalar() or 0)
 
 

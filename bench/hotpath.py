@@ -98,7 +98,7 @@ def count_statements(settings: Any, docs: list[dict[str, Any]]) -> dict[str, Any
     runtime.current(app)
     worker, submitter = StatementCounter().attach(db.engine), StatementCounter()
     client = Conclave(settings, worker=False)
-    submitter.attach(client.db.engine)
+    submitter.attach(client.local.db.engine)
     try:
         with in_process(app, pool="threads", concurrency=settings.concurrency, perform_ping_check=False,
                         queues=[QUEUE], loglevel="WARNING"):

@@ -31,6 +31,7 @@ from orchestrator.core.errors import (
     InvalidConfiguration,
     InvalidPlan,
     InvalidRequest,
+    NotReady,
     PlanNotFound,
     Unauthorized,
 )
@@ -140,10 +141,18 @@ def run(plan: str, as_json: bool, timeout: float | None) -> None:
             from orchestrator.client.console import MeetingView
 
             view = MeetingView(Console(), client, plan_id).follow()
-        text = client.coordinator.result_text(plan_id)
+        text = _result_or_none(client, plan_id)
         if as_json:
             click.echo(json.dumps(summary(view, text, client.citations(plan_id)), indent=2))
         sys.exit(_exit_for(view))
+
+
+def _result_or_none(client: Any, plan_id: str) -> str | None:
+    """The plan's result; None when it ended without one (failed, cancelled)."""
+    try:
+        return str(client.result(plan_id))
+    except NotReady:
+        return None
 
 
 def _read_local(plan: str, settings: Settings) -> Any:
@@ -185,7 +194,7 @@ def submit(plan: str, as_json: bool, url: str | None, token: str | None) -> None
     configure(settings, "WARNING")
     local = _read_local(plan, settings)  # briefing paths are read here, also for --url
     with _client(settings, url=url, token=token) as client:
-        result = client.submit_result(local.plan) if url else client.coordinator.submit(local.plan)
+        result = client.submit_result(local.plan)
         if as_json:
             click.echo(json.dumps({"plan_id": result.plan_id, "created": result.created,
                                    "enqueued": result.enqueued}))

@@ -1,7 +1,7 @@
 """The API's application factory: ``create_app(settings)``, served by ``conclave api``.
 
-It owns a :class:`~orchestrator.client.conclave.Conclave` for its lifetime (built at
-startup, closed at shutdown) unless one is given, installs the JSON error
+It owns a :class:`~orchestrator.client.local.LocalBackend` (the coordinator and the read side)
+for its lifetime (built at startup, closed at shutdown) unless one is given, installs the JSON error
 handlers (:mod:`orchestrator.api.error_responses`), the principal check
 (:mod:`orchestrator.api.auth`), the routes (:mod:`orchestrator.api.plan_routes`,
 :mod:`orchestrator.api.ops`, the plan page :mod:`orchestrator.api.ui`) and the
@@ -25,7 +25,7 @@ from orchestrator.api.ops import router as ops_router
 from orchestrator.api.plan_routes import plans_router
 from orchestrator.api.schemas import install_openapi
 from orchestrator.api.ui import ui_router
-from orchestrator.client.conclave import Conclave
+from orchestrator.client.local import LocalBackend
 from orchestrator.core.settings import Settings
 from orchestrator.core.version import __version__
 from storage import connect
@@ -33,18 +33,18 @@ from storage import connect
 log = logging.getLogger("orchestrator.api")
 
 
-def create_app(settings: Settings, *, client: Conclave | None = None) -> FastAPI:
-    """The API for ``settings``. It owns a :class:`Conclave` (built at startup, closed at
+def create_app(settings: Settings, *, local: LocalBackend | None = None) -> FastAPI:
+    """The API for ``settings``. It owns a :class:`LocalBackend` (built at startup, closed at
     shutdown) unless one is given. Embedded settings run an in-process worker."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        owned = client is None
-        c = client or Conclave(settings, db=connect(settings.effective_database_url, pool_size=16),
-                               worker=settings.embedded)
-        app.state.client = c
+        owned = local is None
+        c = local or LocalBackend(settings, db=connect(settings.effective_database_url, pool_size=16),
+                                   worker=settings.embedded)
+        app.state.local = c
         feed = open_feed(c.bus, settings.redis_url)
-        app.state.streams = EventStreams(c.coordinator, feed)
+        app.state.streams = EventStreams(c.reads, feed)
         log.info("api ready (%s)", "tokens required" if settings.auth_required else "authentication off",
                  extra={"action": "api.started"})
         try:

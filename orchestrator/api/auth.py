@@ -16,7 +16,7 @@ middleware's, and the plan page's (:mod:`orchestrator.api.ui`).
 
 :func:`require` is each route's dependency: 403 when the principal lacks the route's
 scope. Which plans a principal sees (its tenant's; every tenant's for ``admin``) is the
-coordinator's business (:meth:`orchestrator.control.coordinator.Coordinator._resolve`).
+read side's business (:meth:`orchestrator.control.reads.PlanReads.resolve`).
 """
 
 from __future__ import annotations
@@ -89,11 +89,11 @@ class Credentials:
         """The principal a bearer token stands for, or None (unknown, malformed, revoked)."""
         if matches_api_token(token, self._api_token):
             return self._api_principal
-        client = app.state.client
+        local = app.state.local
 
         def lookup() -> Principal | None:
             with storage_boundary():
-                return principals.authenticate(client.db, token)
+                return principals.authenticate(local.db, token)
 
         return await run_in_threadpool(lookup)
 
@@ -115,11 +115,11 @@ class Credentials:
                 return None
             mac = session_mac(token_hash(self._api_token), claim.message)
             return self._api_principal if hmac.compare_digest(mac, claim.mac) else None
-        client = app.state.client
+        local = app.state.local
 
         def lookup() -> Principal | None:
             with storage_boundary():
-                return principals.authenticate_session(client.db, claim.principal_id, claim.message, claim.mac)
+                return principals.authenticate_session(local.db, claim.principal_id, claim.message, claim.mac)
 
         return await run_in_threadpool(lookup)
 

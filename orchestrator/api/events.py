@@ -34,7 +34,7 @@ import anyio
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.api.feed import Feed, FeedSubscription
-from orchestrator.control.coordinator import Coordinator
+from orchestrator.control.reads import PlanReads
 from orchestrator.core.errors import PlanNotFound, ServiceUnavailable, TooManyStreams
 from storage.read_models import EventRecord
 
@@ -75,9 +75,9 @@ class Slot:
 
 
 class EventStreams:
-    def __init__(self, coordinator: Coordinator, feed: Feed, *, max_streams: int = 256, poll: float = 0.5,
+    def __init__(self, reads: PlanReads, feed: Feed, *, max_streams: int = 256, poll: float = 0.5,
                  keepalive: float = 10.0) -> None:
-        self.coordinator = coordinator
+        self.reads = reads
         self.feed = feed
         self.max_streams = max_streams
         self.poll = poll
@@ -96,8 +96,8 @@ class EventStreams:
 
     def _read(self, plan_id: str, after: int) -> tuple[bool, list[EventRecord]]:
         # status first: if the plan was final before the events were read, they include its end
-        final = self.coordinator.get_plan(plan_id).final
-        return final, self.coordinator.list_events(plan_id, after=after, limit=PAGE)
+        final = self.reads.get_plan(plan_id).final
+        return final, self.reads.list_events(plan_id, after=after, limit=PAGE)
 
     async def stream(self, plan_id: str, after: int, slot: Slot) -> AsyncIterator[str]:
         sub: FeedSubscription | None = None

@@ -49,9 +49,9 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> JSONResponse:
-    client = request.app.state.client
+    local = request.app.state.local
     checks: dict[str, str] = {}
-    for name, probe, arg in (("database", check_database, client.db), ("broker", check_broker, client.app)):
+    for name, probe, arg in (("database", check_database, local.db), ("broker", check_broker, local.app)):
         try:
             await run_in_threadpool(probe, arg)
             checks[name] = "ok"
@@ -77,5 +77,5 @@ def scrape(db: Database) -> bytes:
             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **errors(401, 403, 503)})
 async def metrics(request: Request) -> PlainTextResponse:
     """Prometheus text; needs the admin scope when authentication is on."""
-    body = await run_in_threadpool(scrape, request.app.state.client.db)
+    body = await run_in_threadpool(scrape, request.app.state.local.db)
     return PlainTextResponse(body, media_type=CONTENT_TYPE_PLAIN_0_0_4)

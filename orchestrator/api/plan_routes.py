@@ -3,12 +3,12 @@
 stream (:mod:`orchestrator.api.events`).
 
 Every route names the scope it needs (:func:`orchestrator.api.auth.require`) and hands
-the caller's principal to the coordinator, which finds only the plans that principal
-may see (another tenant's plan is a 404) and records it on submit, patch, resume and
-cancel.
+the caller's principal to the read side (:class:`~orchestrator.control.reads.PlanReads`),
+which finds only the plans that principal may see (another tenant's plan is a 404), and to
+the coordinator, which also records it on submit, patch, resume and cancel.
 
-Each is a thin layer over :class:`~orchestrator.client.conclave.Conclave`, whose blocking
-calls run in the thread pool; bodies and path values are read through
+Each is a thin layer over the local backend (:class:`~orchestrator.client.local.LocalBackend`),
+whose blocking calls run in the thread pool; bodies and path values are read through
 :mod:`orchestrator.api.inputs`, so a client error always names its field.
 """
 
@@ -42,8 +42,9 @@ from orchestrator.api.schemas import (
     errors,
 )
 from orchestrator.briefing.documents import DocumentView
-from orchestrator.client.conclave import Conclave
+from orchestrator.client.local import LocalBackend, page_dict
 from orchestrator.control.coordinator import CancelResult, Coordinator, ResumeResult
+from orchestrator.control.reads import PlanReads
 from orchestrator.core.errors import (
     CapacityExceeded,
     ConclaveError,
@@ -58,7 +59,7 @@ from orchestrator.core.settings import Settings
 from orchestrator.plan.schema import LABEL_RE, MAX_LABELS, TASK_ID_RE
 from orchestrator.plan.views import PlanView
 from storage.identity import READ, WRITE, Principal
-from storage.listing import MAX_PAGE, PlanSummary, decode_cursor
+from storage.listing import MAX_PAGE, decode_cursor
 from storage.status import PlanStatus
 
 T = TypeVar("T")
@@ -88,9 +89,9 @@ _ABOUT = {"plan.not_found": "no plan with this id or task_id",
           "plan.resume_in_progress": "another resume of this plan holds its guard; retry shortly"}
 
 
-def _client(request: Request) -> Conclave:
-    c: Conclave = request.app.state.client
-    return c
+def _local(request: Request) -> LocalBackend:
+    local: LocalBackend = request.app.state.local
+    return local
 
 
 def plans_router(settings: Settings) -> APIRouter:
@@ -146,15 +147,15 @@ def plans_router(settings: Settings) -> APIRouter:
                 decode_cursor(cursor)
             except ValueError as exc:
                 raise InvalidRequest(f"cursor: {exc}", details=inp.field_error("cursor", str(exc))) from None
-        page = await _call(_coordinator(request).list_plans, principal=principal, statuses=status or (),
+        page = await _call(_reads(request).list_plans, principal=principal, statuses=status or (),
                            labels=label or (), created_after=_utc(created_after), created_before=_utc(created_before),
                            task_id=task_id, limit=limit, cursor=cursor)
-        return JSONResponse({"plans": [_summary(p) for p in page.plans], "next_cursor": page.next_cursor})
+        return JSONResponse(page_dict(page))
 
     @router.get("/plans/{plan_id}", response_model=PlanView, responses=errors(401, 403, 404, 422))
     async def get_plan(plan_id: str, request: Request, principal: Principal | None = reader) -> JSONResponse:
         """The plan view: status, phases, usage (by plan id or task id)."""
-        view = await _call(_coordinator(request).view, inp.plan_ref(plan_id), principal=principal)
+        view = await _call(_reads(request).view, inp.plan_ref(plan_id), principal=principal)
         return JSONResponse(view.to_dict())
 
     @router.patch("/plans/{plan_id}", response_model=PlanView, openapi_extra={"requestBody": PATCH_BODY},
@@ -164,21 +165,20 @@ def plans_router(settings: Settings) -> APIRouter:
         `null` clears `labels` and is refused for the others; the merged plan is validated again."""
         ref = inp.plan_ref(plan_id)
         data = inp.parse_json_object(await inp.read_body(request, SMALL_BODY), inp.media_type(request))
-        coordinator = _coordinator(request)
-        plan = await _call(coordinator.update, ref, data, principal=principal)
-        view = await _call(coordinator.view, plan.id, principal=principal)
+        plan = await _call(_coordinator(request).update, ref, data, principal=principal)
+        view = await _call(_reads(request).view, plan.id, principal=principal)
         return JSONResponse(view.to_dict())
 
     @router.get("/plans/{plan_id}/result", response_model=ResultText, responses=errors(401, 403, 404, 409, 422))
     async def get_result(plan_id: str, request: Request, principal: Principal | None = reader) -> JSONResponse:
         """The full text of the plan's final phase (synthesis or final summary)."""
-        coordinator = _coordinator(request)
-        plan = await _call(coordinator.get_plan, inp.plan_ref(plan_id), principal=principal)
-        text = await _call(coordinator.result_text, plan.id, principal=principal)
+        reads = _reads(request)
+        plan = await _call(reads.get_plan, inp.plan_ref(plan_id), principal=principal)
+        text = await _call(reads.result_text, plan.id, principal=principal)
         if text is None:
             raise NotReady(f"plan {plan.id} has no result yet (it is {plan.status})",
                            details=inp.field_error("plan_id", f"plan is {plan.status}"))
-        cited = await _call(coordinator.citations, plan.id, text)
+        cited = await _call(reads.citations, plan.id, text)
         return JSONResponse({"plan_id": plan.id, "status": plan.status, "text": text,
                              "citations": [c.to_dict() for c in cited]})
 
@@ -187,24 +187,24 @@ def plans_router(settings: Settings) -> APIRouter:
     async def get_phase_content(plan_id: str, key: str, request: Request,
                                 principal: Principal | None = reader) -> JSONResponse:
         """The full text of one phase."""
-        coordinator = _coordinator(request)
-        state = await _call(coordinator.state, inp.plan_ref(plan_id), principal=principal)
+        reads = _reads(request)
+        state = await _call(reads.state, inp.plan_ref(plan_id), principal=principal)
         phase = state.by_key().get(inp.phase_key(key))
         if phase is None:
             raise PhaseNotFound(f"plan {state.plan.id} has no phase {key!r}",
                                 details=inp.field_error("key", "no such phase"))
-        text = await _call(coordinator.phase_text, state.plan.id, phase.key)
+        text = await _call(reads.phase_text, state.plan.id, phase.key)
         if text is None:
             raise NotReady(f"phase {phase.key} has no text (it is {phase.status})",
                            details=inp.field_error("key", f"phase is {phase.status}"))
-        cited = await _call(coordinator.citations, state.plan.id, text)
+        cited = await _call(reads.citations, state.plan.id, text)
         return JSONResponse({"plan_id": state.plan.id, "phase": phase.key, "status": phase.status, "text": text,
                              "citations": [c.to_dict() for c in cited]})
 
     @router.get("/plans/{plan_id}/documents", response_model=DocumentList, responses=errors(401, 403, 404, 422))
     async def list_documents(plan_id: str, request: Request, principal: Principal | None = reader) -> JSONResponse:
         """The plan's briefing documents, in briefing order (an empty list for a plan without one)."""
-        docs = await _call(_coordinator(request).documents, inp.plan_ref(plan_id), principal=principal)
+        docs = await _call(_reads(request).documents, inp.plan_ref(plan_id), principal=principal)
         return JSONResponse({"documents": [asdict(d) for d in docs]})
 
     @router.get("/plans/{plan_id}/documents/{doc_id}", response_model=DocumentView,
@@ -214,7 +214,7 @@ def plans_router(settings: Settings) -> APIRouter:
         """One briefing document: its text and each chunk's heading path and `start`/`end`
         (UTF-16 code units into `text`, so `text.slice(start, end)` is the passage)."""
         ref, doc = inp.plan_ref(plan_id), inp.doc_id(doc_id)
-        view = await _call(_coordinator(request).document, ref, doc, principal=principal)
+        view = await _call(_reads(request).document, ref, doc, principal=principal)
         return JSONResponse(view.to_dict())
 
     @router.post("/plans/{plan_id}/resume", response_model=ResumeResult,
@@ -252,7 +252,7 @@ def plans_router(settings: Settings) -> APIRouter:
         after = inp.event_id(request.headers.get("last-event-id"), "Last-Event-ID")
         if after is None:
             after = inp.event_id(request.query_params.get("after"), "after") or 0
-        plan = await _call(_coordinator(request).get_plan, ref, principal=principal)  # 404 before the stream
+        plan = await _call(_reads(request).get_plan, ref, principal=principal)  # 404 before the stream
         streams: EventStreams = request.app.state.streams
         slot = streams.reserve()
         return StreamingResponse(streams.stream(plan.id, after, slot), media_type="text/event-stream",
@@ -263,20 +263,17 @@ def plans_router(settings: Settings) -> APIRouter:
 
 
 def _coordinator(request: Request) -> Coordinator:
-    return _client(request).coordinator
+    return _local(request).coordinator
+
+
+def _reads(request: Request) -> PlanReads:
+    return _local(request).reads
 
 
 def _utc(moment: datetime | None) -> datetime | None:
     if moment is None or moment.tzinfo is not None:
         return moment
     return moment.replace(tzinfo=UTC)
-
-
-def _summary(p: PlanSummary) -> dict[str, Any]:
-    out = asdict(p)
-    out["created_at"] = p.created_at.isoformat()
-    out["finished_at"] = p.finished_at.isoformat() if p.finished_at else None
-    return out
 
 
 def _unwrap(doc: Any) -> dict[str, Any]:

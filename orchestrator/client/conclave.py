@@ -1,64 +1,54 @@
-"""The Python API, on which the CLI and the HTTP API are built.
+"""The Python API, on which the CLI is built: one :class:`Conclave` over a backend.
 
     from orchestrator import Conclave
 
-    with Conclave.from_settings() as conclave:
+    with Conclave.from_settings() as conclave:          # this process: the coordinator
         plan_id = conclave.submit("examples/board.yaml")
         conclave.wait(plan_id, timeout=600)
         print(conclave.result(plan_id))
 
-With no broker configured it runs embedded (see :mod:`orchestrator.fleet.embedded`);
-the in-process worker lives as long as the client. ``Conclave.connect(url, token=…)``
-makes the same calls over the HTTP API instead (:mod:`orchestrator.client.remote`).
+    with Conclave.connect(url, token=token) as conclave:  # the same calls over the HTTP API
+        ...
+
+Every call is written once, here, against :class:`~orchestrator.client.backend.ConclaveBackend`;
+:class:`~orchestrator.client.local.LocalBackend` answers it in this process (with no broker
+configured it runs embedded, see :mod:`orchestrator.fleet.embedded`, and the in-process
+worker lives as long as the client), :class:`~orchestrator.client.over_http.HttpBackend` over
+HTTP. Both give the same types and raise the same :mod:`orchestrator.core.errors` classes.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestrator.briefing.documents import CitationView, DocumentSummary, DocumentView
-from orchestrator.client.local_briefing import load_local_plan
-from orchestrator.control.coordinator import CancelResult, Coordinator, ResumeResult
-from orchestrator.control.dispatch import CeleryDispatcher
-from orchestrator.core.bus import Bus, Subscription, open_bus
-from orchestrator.core.errors import NotReady
+from orchestrator.client.backend import ConclaveBackend, Moment, PlanSource, Values
+from orchestrator.client.local import LocalBackend
+from orchestrator.control.coordinator import CancelResult, ResumeResult, SubmitResult
+from orchestrator.core.bus import Bus, Subscription
+from orchestrator.core.errors import InvalidConfiguration
 from orchestrator.core.settings import Settings
-from orchestrator.fleet.celery_app import Shared, build_app, share
-from orchestrator.plan.schema import BoardPlan, TeamPlan
 from orchestrator.plan.views import PlanView, wait_final
-from storage import Database, connect, upgrade
-
-if TYPE_CHECKING:
-    from orchestrator.client.remote import RemoteConclave
-
-PlanSource = str | Path | dict[str, Any] | BoardPlan | TeamPlan
-log = logging.getLogger(__name__)
-PAGE = 500  # stored events read at a time by watch()
+from storage import Database
+from storage.read_models import EventRecord
 
 
 class Conclave:
-    def __init__(self, settings: Settings, *, db: Database | None = None, bus: Bus | None = None,
-                 worker: bool = True) -> None:
-        self.settings = settings
-        self.app = build_app(settings)
-        if settings.embedded:
-            upgrade(settings.effective_database_url)
-        self.db = db or connect(settings.effective_database_url, pool_size=4)
-        self._owns_bus = bus is None
-        self.bus = bus = bus or open_bus(settings.redis_url)
-        self.coordinator = Coordinator(self.db, settings, CeleryDispatcher(self.app), bus)
-        # a worker running in this process (embedded mode) shares these instead of
-        # building its own: see orchestrator.fleet.celery_app.Shared
-        self._shared = Shared(settings, self.db, bus, self.coordinator)
-        share(self.app, self._shared)
-        self._embedded: Any = None
-        if settings.embedded and worker:
-            self._start_embedded()
+    """``Conclave(settings)``: the local backend over ``settings``' database and broker
+    (``db``/``bus``: share these instead; ``worker=False``: no embedded worker).
+    ``Conclave(backend=…)``: any backend, e.g. one built by :meth:`connect`."""
+
+    def __init__(self, settings: Settings | None = None, *, backend: ConclaveBackend | None = None,
+                 db: Database | None = None, bus: Bus | None = None, worker: bool = True) -> None:
+        if backend is None:
+            if settings is None:
+                raise TypeError("Conclave() needs settings (the local backend's) or a backend")
+            backend = LocalBackend(settings, db=db, bus=bus, worker=worker)
+        elif settings is not None or db is not None or bus is not None:
+            raise TypeError("Conclave(backend=…) takes no settings, db or bus: its backend has them")
+        self.backend = backend
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> Conclave:
@@ -70,126 +60,123 @@ class Conclave:
         return cls(settings)
 
     @classmethod
-    def connect(cls, url: str, *, token: str | None = None, **options: Any) -> RemoteConclave:
+    def connect(cls, url: str, *, token: str | None = None, **options: Any) -> Conclave:
         """The same calls over the HTTP API at ``url``, with ``Authorization: Bearer <token>``
-        (:class:`orchestrator.client.remote.RemoteConclave`; ``options``: its timeouts and settings)."""
-        from orchestrator.client.remote import RemoteConclave
+        (``options``: :class:`~orchestrator.client.over_http.HttpBackend`'s timeouts, settings
+        and transport)."""
+        from orchestrator.client.over_http import HttpBackend
 
-        return RemoteConclave(url, token=token, **options)
+        return cls(backend=HttpBackend(url, token=token, **options))
 
-    def _start_embedded(self) -> None:
-        from orchestrator.fleet.embedded import EmbeddedWorker
+    @property
+    def settings(self) -> Settings:
+        """The user's side's limits for reading a plan and its briefing (and, locally, the deployment's)."""
+        return self.backend.settings
 
-        self._embedded = EmbeddedWorker(self.app, self.coordinator, concurrency=self.settings.concurrency,
-                                        reconcile_every=self.settings.reconcile_interval)
-        self._embedded.start()
+    @property
+    def local(self) -> LocalBackend:
+        """The local backend's parts (coordinator, reads, database, bus) for the operator's
+        tools and tests; :class:`InvalidConfiguration` over HTTP, which has none of them."""
+        if not isinstance(self.backend, LocalBackend):
+            raise InvalidConfiguration(f"{self.backend!r} is not in this process",
+                                       details=[{"field": "url", "message": "a remote client has no local parts"}])
+        return self.backend
+
+    def __repr__(self) -> str:
+        return f"Conclave({self.backend!r})"
 
     # -------------------------------------------------------------- operations
 
     def submit(self, plan: PlanSource) -> str:
-        """Store and start a plan (a path, YAML/JSON text, a mapping or a plan object).
-        Idempotent per the plan's ``task_id``.
+        """Store and start a plan (a path, YAML/JSON text, a mapping or a plan object) and
+        return its id. Idempotent per the plan's ``task_id``.
 
-        Embedded, this process is the user's side: briefing ``path`` entries are read
-        here (beside the plan file, or in the working directory) and sent as text; files
-        left out are logged (:func:`orchestrator.client.local_briefing.load_local_plan` returns
-        them). Against a cluster, read them with that function first: the coordinator
-        refuses a plan that still names a path."""
-        if self.settings.embedded:
-            local = load_local_plan(plan, self.settings)
-            for skipped in local.skipped:
-                log.warning("briefing: skipped %s: %s", skipped.path, skipped.reason,
-                            extra={"action": "briefing.skipped"})
-            plan = local.plan
-        return self.coordinator.submit(plan).plan_id
+        Briefing ``path`` entries are read on the user's side (beside the plan file, or in the
+        working directory) and sent as text; files left out are logged
+        (:func:`orchestrator.client.local_briefing.load_local_plan` returns them). Over HTTP and
+        embedded that is this process; a local client of a cluster is not the user's side:
+        read them with that function first, the coordinator refuses a plan that names a path."""
+        return self.submit_result(plan).plan_id
+
+    def submit_result(self, plan: PlanSource) -> SubmitResult:
+        """:meth:`submit`, with the whole answer: ``created`` is False when the plan's
+        ``task_id`` was already submitted with this plan; ``enqueued`` lists the phases sent."""
+        return self.backend.submit_result(plan)
 
     def get(self, plan_id: str) -> PlanView:
-        return self.coordinator.view(plan_id)
+        """What a user sees of the plan (by id or ``task_id``): status, phases, usage."""
+        return self.backend.get(plan_id)
 
     def wait(self, plan_id: str, timeout: float | None = None, poll: float = 0.25) -> PlanView:
         """Block until the plan is final; raises :class:`WaitTimeout`."""
         return wait_final(self.get, plan_id, timeout, poll)
 
     def result(self, plan_id: str) -> str:
-        """The full text of the final phase (synthesis or final summary)."""
-        text = self.coordinator.result_text(plan_id)
-        if text is None:
-            raise NotReady(f"plan {plan_id} has no result yet ({self.get(plan_id).status})")
-        return text
+        """The full text of the final phase (synthesis or final summary); :class:`NotReady`
+        while there is none."""
+        return self.backend.result(plan_id)
 
     def phase_text(self, plan_id: str, key: str) -> str | None:
-        return self.coordinator.phase_text(self.coordinator.get_plan(plan_id).id, key)
+        """A phase's full text; None when it has none (yet), or the plan has no such phase."""
+        return self.backend.phase_text(plan_id, key)
 
     def citations(self, plan_id: str, key: str | None = None) -> list[CitationView]:
         """The briefing citations of the plan's result (or of phase ``key``), each resolved
         to its passage or flagged ``unresolved``, in text order; [] while there is no text."""
-        plan = self.coordinator.get_plan(plan_id)
-        text = self.coordinator.result_text(plan.id) if key is None else self.coordinator.phase_text(plan.id, key)
-        return self.coordinator.citations(plan.id, text) if text else []
+        return self.backend.citations(plan_id, key)
 
     def documents(self, plan_id: str) -> list[DocumentSummary]:
         """The plan's briefing documents, in briefing order."""
-        return self.coordinator.documents(plan_id)
+        return self.backend.documents(plan_id)
 
     def document(self, plan_id: str, doc_id: str) -> DocumentView:
-        """One briefing document, its text and its chunks' spans (UTF-16 offsets)."""
-        return self.coordinator.document(plan_id, doc_id)
+        """One briefing document, its text and its chunks' spans (UTF-16 offsets);
+        :class:`~orchestrator.core.errors.DocumentNotFound` when the plan has none by that id."""
+        return self.backend.document(plan_id, doc_id)
 
     def cancel(self, plan_id: str) -> CancelResult:
-        return self.coordinator.cancel(plan_id)
+        """Flag the plan cancelled: queued phases end without running, running ones at their
+        next safe point. A final plan stays as it is (``cancelled`` is then empty)."""
+        return self.backend.cancel(plan_id)
 
     def resume(self, plan_id: str, *, retry_failed: bool = False) -> ResumeResult:
-        return self.coordinator.resume(plan_id, retry_failed=retry_failed)
+        """Enqueue what is ready again from stored status; failed phases rerun only with
+        ``retry_failed``. :class:`ResumeInProgress` while another resume holds the plan."""
+        return self.backend.resume(plan_id, retry_failed=retry_failed)
+
+    def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
+                   created_before: Moment = None, task_id: str | None = None, limit: int | None = None,
+                   cursor: str | None = None) -> dict[str, Any]:
+        """One page of the plans in reach (a token's tenant over HTTP; every tenant's
+        locally), newest first: ``{"plans": [...], "next_cursor": str | None}``; pass
+        ``next_cursor`` back as ``cursor`` for the next. A plan matches any of the statuses
+        and every one of the labels given; ``limit`` defaults to 50."""
+        return self.backend.list_plans(status=status, label=label, created_after=created_after,
+                                       created_before=created_before, task_id=task_id, limit=limit, cursor=cursor)
+
+    def events(self, plan_id: str, after: int = 0) -> Iterator[EventRecord]:
+        """The stored events after ``after``, in id order. Locally, those stored now; over
+        HTTP the API serves them as a stream, so for a running plan this follows it to its end."""
+        return self.backend.events(plan_id, after)
+
+    def watch(self, plan_id: str, after: int = 0) -> Iterator[dict[str, Any]]:
+        """Each stored event after ``after`` (``{"id", "type", "phase", "data", "created_at"}``)
+        exactly once, in id order, with the live text chunks (``{"type": "chunk", "phase",
+        "expert", "seq", "text"}``) between them, until the plan is final — what the API's
+        event stream sends. Chunks may be missed; events never."""
+        return self.backend.watch(plan_id, after)
 
     def subscribe(self, plan_id: str) -> Subscription:
-        """Live messages (text chunks, phase transitions) — may miss some; stored
-        events (:meth:`events`) are the record."""
-        return self.bus.subscribe(plan_id)
-
-    def events(self, plan_id: str, after: int = 0) -> Iterator[Any]:
-        yield from self.coordinator.list_events(plan_id, after=after)
-
-    def watch(self, plan_id: str, after: int = 0, poll: float = 0.5) -> Iterator[dict[str, Any]]:
-        """Each stored event after ``after`` exactly once, in id order, with the live text
-        chunks between them, until the plan is final — what the API's event stream sends
-        (:meth:`orchestrator.client.remote.RemoteConclave.watch`). Chunks may be missed; events never."""
-        plan_id = self.coordinator.get_plan(plan_id).id
-        sub = self.subscribe(plan_id)  # before the first read: no gap
-        try:
-            last = after
-            while True:
-                final = self.coordinator.get_plan(plan_id).final  # first: the events read next include its end
-                stored = self.coordinator.list_events(plan_id, after=last, limit=PAGE)
-                for e in stored:
-                    yield {**e.message(), "created_at": e.created_at.isoformat()}
-                    last = e.id
-                if len(stored) == PAGE:
-                    continue
-                if final:
-                    return
-                deadline = time.monotonic() + poll
-                while (left := deadline - time.monotonic()) > 0:
-                    msg = sub.get(left)
-                    if msg is None:
-                        break
-                    if msg.get("type") == "chunk":
-                        yield msg
-                    elif isinstance(msg.get("id"), int) and msg["id"] > last:
-                        break  # a stored event: read it from the database, in order
-        finally:
-            sub.close()
+        """Live messages (text chunks, phase transitions) behind ``get(timeout)`` /
+        ``close()`` — may miss some; stored events (:meth:`events`) are the record."""
+        return self.backend.subscribe(plan_id)
 
     def close(self) -> None:
-        if self._embedded is not None:
-            self._embedded.stop()
-            self._embedded = None
-        self._shared.close()
-        if self._owns_bus:
-            self.bus.close()
-        self.db.dispose()
+        self.backend.close()
 
     def __enter__(self) -> Conclave:
         return self
 
-    def __exit__(self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.close()

@@ -1,9 +1,10 @@
 """The coordinator: the control plane, the only code that decides what runs next.
 
 :meth:`~Coordinator.submit`, :meth:`~Coordinator.advance`, :meth:`~Coordinator.resume`,
-:meth:`~Coordinator.cancel`, :meth:`~Coordinator.reconcile`, :meth:`~Coordinator.prune`
-and the read side. Every decision is re-derived from stored status; the dispatcher
-and the bus only carry triggers. Running a phase is the data plane's job
+:meth:`~Coordinator.cancel`, :meth:`~Coordinator.reconcile`, :meth:`~Coordinator.prune`,
+:meth:`~Coordinator.update`: the commands (what a plan is and said is read by
+:class:`~orchestrator.control.reads.PlanReads`). Every decision is re-derived from stored
+status; the dispatcher and the bus only carry triggers. Running a phase is the data plane's job
 (``tasks.runner.PhaseRunner``); the two meet only in the database.
 """
 
@@ -15,12 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from orchestrator.briefing.documents import CitationView, DocumentSummary, DocumentView
 from orchestrator.briefing.ingest import ingest
-from orchestrator.briefing.passages import cite
 from orchestrator.control.dispatch import Dispatcher
+from orchestrator.control.reads import PlanReads
 from orchestrator.core.bus import Bus, publish_events
-from orchestrator.core.errors import DocumentNotFound, PlanConflict, ServiceUnavailable, translate_storage
+from orchestrator.core.errors import PlanConflict, ServiceUnavailable, translate_storage
 from orchestrator.core.settings import Settings
 from orchestrator.logs import bind
 from orchestrator.metrics import recorder
@@ -29,13 +29,12 @@ from orchestrator.plan.canvas import compile_canvas, orphans
 from orchestrator.plan.expand import expand
 from orchestrator.plan.registry import ModelResolver
 from orchestrator.plan.schema import check_update, dump_plan, load_plan
-from orchestrator.plan.views import PlanView, plan_view
-from storage import Database, briefings, contents, listing, outbox, phases, plans, retention, usage
+from storage import Database, phases, plans, retention
 from storage import exceptions as storage_errors
 from storage.identity import DEFAULT_TENANT, Principal
 from storage.models import utcnow
 from storage.plans import PlanState
-from storage.read_models import EventRecord, PlanRecord
+from storage.read_models import PlanRecord
 from storage.status import PhaseStatus, PlanStatus
 
 log = logging.getLogger(__name__)
@@ -63,18 +62,13 @@ class CancelResult:
     status: PlanStatus
 
 
-def _reach(principal: Principal | None) -> str | None:
-    """The tenant whose plans ``principal`` sees; None: every tenant (an admin, or the
-    operator, who calls without a principal)."""
-    return None if principal is None else principal.reach
-
-
 class Coordinator:
     def __init__(self, db: Database, settings: Settings, dispatcher: Dispatcher, bus: Bus) -> None:
         self.db = db
         self.settings = settings
         self.dispatcher = dispatcher
         self.bus = bus
+        self.reads = PlanReads(db)  # the commands find plans as the read side does
         self.models = ModelResolver.from_settings(settings)  # raises InvalidConfiguration for a bad registry
 
     # ---------------------------------------------------------------- control plane
@@ -167,7 +161,7 @@ class Coordinator:
         ``retry_failed``, recorded on the phase); the ready set is enqueued. One resume per
         plan at a time across all processes — others get :class:`ResumeInProgress`.
         ``principal`` (None: the operator) finds only its tenant's plans and is recorded."""
-        plan_id = self._resolve(ref, principal)
+        plan_id = self.reads.resolve(ref, principal)
         with bind(plan_id=plan_id):
             plans.acquire_resume_guard(self.db, plan_id, owner=uuid.uuid4().hex,
                                        hold=timedelta(seconds=self.settings.resume_guard_seconds))
@@ -182,7 +176,7 @@ class Coordinator:
     def cancel(self, ref: str, *, principal: Principal | None = None) -> CancelResult:
         """Set the stored cancel flag; queued phases end cancelled without running, running
         ones end cancelled at their next safe point. Never a success after a cancel."""
-        plan_id = self._resolve(ref, principal)
+        plan_id = self.reads.resolve(ref, principal)
         with bind(plan_id=plan_id):
             cancelled = plans.request_cancel(self.db, plan_id, actor=principal)
             publish_events(self.bus, plan_id, cancelled.events)
@@ -232,7 +226,7 @@ class Coordinator:
         """Change a plan's title, labels or (while it runs) ``max_debates``: ``changes`` holds
         only the fields the caller sent, merged with the stored plan and validated again as a
         whole before anything is stored (:func:`orchestrator.plan.schema.check_update`)."""
-        plan_id = self._resolve(ref, principal)
+        plan_id = self.reads.resolve(ref, principal)
         current = plans.get_plan(self.db, plan_id)
         merged = check_update(current.title, current.labels, current.max_debates, changes)
         try:
@@ -241,70 +235,3 @@ class Coordinator:
             raise PlanConflict(str(exc), details=[{"field": "max_debates", "message": "the plan has ended"}]) from exc
         publish_events(self.bus, plan_id, updated.events)
         return updated.plan
-
-    # ---------------------------------------------------------------- read side
-
-    def _resolve(self, ref: str, principal: Principal | None) -> str:
-        """The plan id ``ref`` names, among the plans ``principal`` may see: its tenant's,
-        or every tenant's for an admin or the operator (None). Another tenant's plan is
-        "not found": ids never leak across tenants."""
-        tenant = _reach(principal)
-        return plans.resolve(self.db, ref, tenant=tenant)
-
-    @translate_storage
-    def state(self, ref: str, *, principal: Principal | None = None) -> PlanState:
-        return plans.load_state(self.db, self._resolve(ref, principal))
-
-    @translate_storage
-    def view(self, ref: str, *, principal: Principal | None = None) -> PlanView:
-        """What a user sees of the plan (:mod:`orchestrator.plan.views`), derived from stored rows."""
-        state = self.state(ref, principal=principal)
-        return plan_view(state, usage.rows_for_plan(self.db, state.plan.id))
-
-    @translate_storage
-    def list_plans(self, *, principal: Principal | None = None, **filters: Any) -> listing.Page:
-        """A page of the plans ``principal`` may see, newest first (:func:`storage.listing.list_plans`)."""
-        tenant = _reach(principal)
-        return listing.list_plans(self.db, tenant=tenant, **filters)
-
-    @translate_storage
-    def result_text(self, ref: str, *, principal: Principal | None = None) -> str | None:
-        state = self.state(ref, principal=principal)
-        terminal = [p for p in state.phases if p.meta.get("terminal")]
-        return contents.read_text(self.db, state.plan.id, terminal[-1].key) if terminal else None
-
-    @translate_storage
-    def phase_text(self, plan_id: str, key: str) -> str | None:
-        return contents.read_text(self.db, plan_id, key)
-
-    @translate_storage
-    def documents(self, ref: str, *, principal: Principal | None = None) -> list[DocumentSummary]:
-        """The plan's briefing documents, in briefing order (none for a plan without one)."""
-        return [DocumentSummary.of(d) for d in briefings.documents(self.db, self._resolve(ref, principal))]
-
-    @translate_storage
-    def document(self, ref: str, doc_id: str, *, principal: Principal | None = None) -> DocumentView:
-        """One briefing document with its text and its chunks' spans (what a page shows when a
-        citation is clicked); :class:`DocumentNotFound` naming ``doc_id`` when the plan has none."""
-        plan_id = self._resolve(ref, principal)
-        try:
-            doc = briefings.document(self.db, plan_id, doc_id)
-        except storage_errors.NotFound as exc:
-            raise DocumentNotFound(f"plan {plan_id} has no briefing document {doc_id!r}",
-                                   details=[{"field": "doc_id", "message": "no such document in this plan"}]) from exc
-        return DocumentView.of(doc, briefings.chunks(self.db, plan_id, doc_id))
-
-    @translate_storage
-    def citations(self, plan_id: str, text: str) -> list[CitationView]:
-        """Every ``[doc:chunk]`` citation in ``text`` (a text of plan ``plan_id``, already
-        resolved for its caller), resolved against the plan's passages, in text order; one of
-        a passage that does not exist is flagged ``unresolved``. No read when there is none."""
-        return [CitationView.of(c) for c in cite(self.db, plan_id, text)]
-
-    @translate_storage
-    def list_events(self, plan_id: str, after: int = 0, limit: int = 1000) -> list[EventRecord]:
-        return outbox.list_events(self.db, plan_id, after=after, limit=limit)
-
-    @translate_storage
-    def get_plan(self, ref: str, *, principal: Principal | None = None) -> PlanRecord:
-        return plans.get_plan(self.db, self._resolve(ref, principal))

@@ -146,7 +146,7 @@ def test_the_briefing_example_run_from_an_empty_directory_lists_its_citations_re
 
     settings = Settings(database_url=f"sqlite:///{tmp_path / '.conclave' / 'conclave.db'}")
     with Conclave(settings, worker=False) as client:
-        [plan] = client.coordinator.list_plans().plans
+        [plan] = client.local.reads.list_plans().plans
         assert plan.status == "completed"
         docs = {d.id: client.document(plan.id, d.id) for d in client.documents(plan.id)}
         assert sorted(docs) == ["counsel-notes", "financial-outlook", "partner-feedback", "sales-and-customers",

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from orchestrator import Conclave
-from orchestrator.client.remote import RemoteConclave
 from orchestrator.control.coordinator import CancelResult, ResumeResult
 from orchestrator.core.errors import (
     InvalidConfiguration,
@@ -117,7 +116,7 @@ def server(api: Any) -> Any:  # noqa: F811
 
 
 @pytest.fixture()
-def remote(server: Any) -> Iterator[RemoteConclave]:
+def remote(server: Any) -> Iterator[Conclave]:
     with Conclave.connect(server.url, token=TOKEN) as c:
         yield c
 
@@ -146,7 +145,7 @@ def _spoken(messages: list[dict[str, Any]]) -> dict[str, str]:
 # --------------------------------------------------------------------------- the Python client
 
 
-def test_the_remote_client_answers_as_the_direct_one(server: Any, remote: RemoteConclave, client: Any,
+def test_the_remote_client_answers_as_the_direct_one(server: Any, remote: Conclave, client: Any,
                                                      workers: Any, settings: Any) -> None:
     assert TOKEN not in repr(remote)
     plan_id = remote.submit(BOARD)  # a path: read here, sent as its contents
@@ -206,7 +205,7 @@ def test_the_remote_client_answers_as_the_direct_one(server: Any, remote: Remote
     assert TOKEN not in server.log()
 
 
-def test_errors_are_the_direct_modes_classes_with_the_field(server: Any, remote: RemoteConclave,
+def test_errors_are_the_direct_modes_classes_with_the_field(server: Any, remote: Conclave,
                                                             client: Any) -> None:
     with pytest.raises(PlanNotFound) as remote_missing:
         remote.get("no-such-plan")
@@ -248,7 +247,7 @@ def test_errors_are_the_direct_modes_classes_with_the_field(server: Any, remote:
     assert bad_url.value.details[0]["field"] == "url"
 
 
-def test_watch_reconnects_mid_plan_with_no_gap_and_no_duplicate(server: Any, remote: RemoteConclave, client: Any,
+def test_watch_reconnects_mid_plan_with_no_gap_and_no_duplicate(server: Any, remote: Conclave, client: Any,
                                                                  workers: Any, settings: Any) -> None:
     proxy = CuttingProxy(server.port)
     try:

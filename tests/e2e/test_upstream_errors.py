@@ -84,8 +84,8 @@ def test_upstream_error_bodies_reach_only_the_worker_log(settings: Any, workers:
         phase: (code, reason) for phase, (_, _, code, reason) in CASES.items()}
 
     with Conclave(cluster, worker=False) as c:
-        stored_events = [e.message() for e in c.coordinator.list_events(plan_id)]
-        with c.db.engine.connect() as conn:
+        stored_events = [e.message() for e in c.local.reads.list_events(plan_id)]
+        with c.local.db.engine.connect() as conn:
             phase_rows = [dict(row._mapping) for row in conn.execute(select(Phase).where(Phase.plan_id == plan_id))]
             plan_row = dict(conn.execute(select(Plan).where(Plan.id == plan_id)).one()._mapping)
     readers = {"plan view": view.text, "SSE stream": json.dumps(streamed), "SSE replay": replay.text,

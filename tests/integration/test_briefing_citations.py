@@ -25,7 +25,7 @@ def test_the_briefing_example_on_a_cluster_ends_with_citations_of_stored_passage
     view = client.wait(plan_id, timeout=180)
     assert view.status == "completed", view.error
 
-    stored = {c.ref: c for c in briefings.chunks(client.db, plan_id)}
+    stored = {c.ref: c for c in briefings.chunks(client.local.db, plan_id)}
     docs = {d.id: client.document(plan_id, d.id) for d in client.documents(plan_id)}
     assert {d.id: d.chunks for d in client.documents(plan_id)} == {
         doc: len([c for c in stored.values() if c.doc_id == doc]) for doc in docs}

@@ -27,27 +27,27 @@ def audit(db: Any, plan_id: str) -> list[tuple[str, Any]]:
 
 
 def test_a_principal_finds_cancels_and_resumes_only_its_tenants_plans(client: Any) -> None:
-    co = client.coordinator
+    co, reads = client.local.coordinator, client.local.reads
     mine = co.submit(board_plan("acme's", task_id="crm:9"), principal=ACME).plan_id
     for ref in (mine, "crm:9"):
-        assert co.state(ref, principal=ACME).plan.id == mine
-        for action in (co.state, co.view, co.cancel, co.resume):
+        assert reads.state(ref, principal=ACME).plan.id == mine
+        for action in (reads.state, reads.view, co.cancel, co.resume):
             with pytest.raises(PlanNotFound):
                 action(ref, principal=GLOBEX)
-        assert co.state(ref, principal=OPS).plan.id == mine  # an admin sees every tenant
-        assert co.state(ref).plan.id == mine  # so does the operator
-    stored = plans.get_plan(client.db, mine)
+        assert reads.state(ref, principal=OPS).plan.id == mine  # an admin sees every tenant
+        assert reads.state(ref).plan.id == mine  # so does the operator
+    stored = plans.get_plan(client.local.db, mine)
     assert (stored.tenant, stored.cancel_requested, stored.status) == ("acme", False, "running")
-    assert audit(client.db, mine) == [("plan_submitted", ACME.audit())]  # globex's attempts left no trace
+    assert audit(client.local.db, mine) == [("plan_submitted", ACME.audit())]  # globex's attempts left no trace
 
 
 def test_submit_cancel_and_resume_record_who_asked(client: Any) -> None:
-    co = client.coordinator
+    co = client.local.coordinator
     pid = co.submit(board_plan("audited"), principal=ACME).plan_id
     co.resume(pid, principal=OPS)
     co.cancel(pid, principal=ACME)
-    assert audit(client.db, pid) == [("plan_submitted", ACME.audit()), ("resume_requested", OPS.audit()),
-                                     ("cancel_requested", ACME.audit())]
+    assert audit(client.local.db, pid) == [("plan_submitted", ACME.audit()), ("resume_requested", OPS.audit()),
+                                           ("cancel_requested", ACME.audit())]
     operators = co.submit(board_plan("the operator's")).plan_id
     co.cancel(operators)
-    assert audit(client.db, operators) == [("plan_submitted", None), ("cancel_requested", None)]
+    assert audit(client.local.db, operators) == [("plan_submitted", None), ("cancel_requested", None)]

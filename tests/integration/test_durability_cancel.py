@@ -32,11 +32,11 @@ def settings(private_settings: Any) -> Any:
 
 
 def _events(client: Any, plan_id: str) -> list[Any]:
-    return list(client.coordinator.list_events(plan_id))
+    return list(client.local.reads.list_events(plan_id))
 
 
 def _running_for(client: Any, plan_id: str, key: str, seconds: float) -> bool:
-    p = plans.load_state(client.db, plan_id).by_key()[key]
+    p = plans.load_state(client.local.db, plan_id).by_key()[key]
     return p.status == "running" and p.started_at is not None and time.time() - p.started_at.timestamp() > seconds
 
 
@@ -53,7 +53,7 @@ def test_cancel_queued_phases_end_cancelled_without_running(client: Any, workers
     wait_for(lambda: ": 'noop'" in worker.log(), 30, interval=0.1, what="the queued message acknowledged")
     assert redis.Redis.from_url(settings.broker_url).llen(QUEUE) == 0
 
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert led.plan.status == "cancelled" and led.plan.error_code == "plan.cancelled"
     assert set(led.statuses().values()) == {"cancelled"}
     assert all(p.attempt == 0 for p in led.phases)  # none was ever claimed
@@ -74,7 +74,7 @@ def test_cancel_stops_a_running_phase_and_keeps_its_spend(client: Any, workers: 
     assert sorted(res.cancelled) == sorted(KEYS[1:]) and res.status == "running"  # opening still running
     wait_for(lambda: client.get(plan_id).final, 30, interval=0.1, what="plan final")
 
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert led.plan.status == "cancelled"
     assert set(led.statuses().values()) == {"cancelled"}  # the running one too: not completed
     assert_exactly_once(led)
@@ -82,7 +82,7 @@ def test_cancel_stops_a_running_phase_and_keeps_its_spend(client: Any, workers: 
     assert opening.id not in led.content_rows
     spent = led.usage_of(opening)
     assert len(spent) == 1 and not spent[0].counted and spent[0].output_tokens > 0  # partial spend, on record
-    assert usage.spent_tokens(client.db, plan_id) == spent[0].input_tokens + spent[0].output_tokens
+    assert usage.spent_tokens(client.local.db, plan_id) == spent[0].input_tokens + spent[0].output_tokens
     assert client.get(plan_id).usage.wasted_tokens == spent[0].input_tokens + spent[0].output_tokens
     types = [e.type for e in _events(client, plan_id)]
     assert "phase_completed" not in types
@@ -98,7 +98,7 @@ def test_model_call_returning_after_cancel_ends_cancelled_not_completed(client: 
     client.cancel(plan_id)
     wait_for(lambda: client.get(plan_id).final, 30, interval=0.1, what="plan final")
 
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert led.plan.status == "cancelled"
     opening = led.phase("opening")
     assert opening.status == "cancelled" and opening.id not in led.content_rows

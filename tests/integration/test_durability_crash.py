@@ -40,7 +40,7 @@ def test_sigkill_mid_phase_another_worker_takes_over(client: Any, workers: Any) 
 
     def victim_mid_call() -> tuple[str, str, int] | None:
         for pid in plan_ids:
-            for p in plans.load_state(client.db, pid).phases:
+            for p in plans.load_state(client.local.db, pid).phases:
                 if (p.status == "running" and owner_pid(p) == victim.pid and p.started_at is not None
                         and time.time() - p.started_at.timestamp() > 0.4):
                     return pid, p.key, p.attempt
@@ -52,15 +52,15 @@ def test_sigkill_mid_phase_another_worker_takes_over(client: Any, workers: Any) 
     wait_for(lambda: _all_final(client, plan_ids), 90, interval=0.25, what="every plan final")
 
     for pid in plan_ids:
-        led = ledger(client.db, pid)
+        led = ledger(client.local.db, pid)
         assert led.plan.status == "completed", (pid, led.statuses())
         assert set(led.statuses().values()) == {"completed"}
         assert_exactly_once(led)
-    led = ledger(client.db, killed_plan)
+    led = ledger(client.local.db, killed_plan)
     taken = led.phase(killed_key)
     assert taken.attempt > killed_attempt  # run again by a new attempt ...
     assert owner_pid(taken) is None and taken.lease_expires_at is None  # ... and its lease cleared
-    started = [e for e in client.coordinator.list_events(killed_plan)
+    started = [e for e in client.local.reads.list_events(killed_plan)
                if e.type == "phase_started" and e.phase_key == killed_key]
     assert str(survivor.pid) in started[-1].data["worker"]  # by the survivor
     # Killed mid-call, the attempt has (normally) no usage row yet: rows are written when a call
@@ -72,7 +72,7 @@ def test_sigkill_mid_phase_another_worker_takes_over(client: Any, workers: Any) 
 
 
 def _completed_count(client: Any, plan_ids: list[str]) -> int:
-    return sum(1 for pid in plan_ids for p in plans.load_state(client.db, pid).phases if p.status == "completed")
+    return sum(1 for pid in plan_ids for p in plans.load_state(client.local.db, pid).phases if p.status == "completed")
 
 
 @pytest.mark.slow
@@ -101,7 +101,7 @@ def test_broker_loses_everything_reconciler_finishes_plans(client: Any, workers:
     wait_for(supervised_all_final, 60, interval=0.25, what="every plan final")
 
     for pid in plan_ids:
-        led = ledger(client.db, pid)
+        led = ledger(client.local.db, pid)
         assert led.plan.status == "completed", (pid, led.statuses())
         assert set(led.statuses().values()) == {"completed"}
         assert_exactly_once(led)
@@ -121,25 +121,25 @@ def test_database_refuses_connections_during_completion(client: Any, workers: An
         plan_id = client.submit(board_plan("db outage", latency=0.05))
 
         def opening_mid_call() -> bool:
-            p = plans.load_state(client.db, plan_id).by_key()["opening"]
+            p = plans.load_state(client.local.db, plan_id).by_key()["opening"]
             return (p.status == "running" and p.started_at is not None
                     and time.time() - p.started_at.timestamp() > 0.3)
 
         wait_for(opening_mid_call, 30, interval=0.02, what="opening mid-call")
         proxy.refuse()  # the model call returns into an unreachable database
-        wait_leases_expired(client.db, plan_id)  # heartbeats fail and the lease expires
+        wait_leases_expired(client.local.db, plan_id)  # heartbeats fail and the lease expires
         wait_for(lambda: "database unavailable, retrying" in worker.log(), 30, interval=0.1,
                  what="the result write waiting for the database")
-        assert plans.load_state(client.db, plan_id).by_key()["opening"].status == "running"
+        assert plans.load_state(client.local.db, plan_id).by_key()["opening"].status == "running"
         proxy.accept()
         wait_for(lambda: client.get(plan_id).final, 90, interval=0.25, what="plan final")
     finally:
         proxy.close()
 
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert led.plan.status == "completed", led.statuses()
     assert set(led.statuses().values()) == {"completed"}
     assert_exactly_once(led)  # nothing recorded twice, nothing lost
     assert "database unavailable, retrying" in worker.log()  # the result write waited it out
-    completed = [e for e in client.coordinator.list_events(plan_id) if e.type == "phase_completed"]
+    completed = [e for e in client.local.reads.list_events(plan_id) if e.type == "phase_completed"]
     assert sorted(e.phase_key for e in completed) == sorted(p.key for p in led.phases)

@@ -41,19 +41,19 @@ def test_duplicate_delivery_one_result_one_usage_row(client: Any, workers: Any,
     assert len(queued) == 1  # chain(run(opening), advance)
     broker.rpush(QUEUE, *(queued * 3))  # the same message delivered three more times, byte for byte
     for _ in range(10):  # and a burst of advances racing each other
-        client.app.send_task(ADVANCE, kwargs={"plan_id": plan_id})
+        client.local.app.send_task(ADVANCE, kwargs={"plan_id": plan_id})
     fleet = workers.many(2)  # two workers consume the copies at once
     wait_for(lambda: client.get(plan_id).final, 60, interval=0.2, what="plan final")
     # the copies were delivered, found the phase taken or final, and did nothing
     wait_for(lambda: _noops(fleet) >= 3, 30, interval=0.1, what="the three copies acknowledged as no-ops")
 
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert led.plan.status == "completed"
     assert set(led.statuses().values()) == {"completed"}
     assert_exactly_once(led)
     assert len(led.usage_rows) == len(led.phases)  # one usage row per phase, no waste at all
     assert all(p.attempt == 1 for p in led.phases)  # no copy ran a model call a second time
-    started = [e for e in client.coordinator.list_events(plan_id) if e.type == "phase_started"]
+    started = [e for e in client.local.reads.list_events(plan_id) if e.type == "phase_started"]
     assert sorted(e.phase_key for e in started) == sorted(p.key for p in led.phases)
 
 
@@ -61,19 +61,19 @@ def test_duplicate_delivery_one_result_one_usage_row(client: Any, workers: Any,
 def test_duplicate_delivered_while_running_and_after_completion(client: Any, workers: Any) -> None:
     fleet = workers.many(2)
     plan_id = client.submit(board_plan("late duplicates", latency=0.05))
-    state = plans.load_state(client.db, plan_id)
+    state = plans.load_state(client.local.db, plan_id)
     opening = next(p for p in state.phases if p.key == "opening")
-    wait_for(lambda: plans.load_state(client.db, plan_id).by_key()["opening"].status == "running", 20,
+    wait_for(lambda: plans.load_state(client.local.db, plan_id).by_key()["opening"].status == "running", 20,
              interval=0.02, what="opening running")
     for _ in range(4):  # while it runs: the copies find it leased by someone alive
-        client.app.send_task(RUN_PHASE, kwargs={"plan_id": plan_id, "phase_id": opening.id})
+        client.local.app.send_task(RUN_PHASE, kwargs={"plan_id": plan_id, "phase_id": opening.id})
     wait_for(lambda: client.get(plan_id).final, 60, interval=0.2, what="plan final")
     for p in state.phases:  # after completion: the copies find it final
-        client.app.send_task(RUN_PHASE, kwargs={"plan_id": plan_id, "phase_id": p.id})
+        client.local.app.send_task(RUN_PHASE, kwargs={"plan_id": plan_id, "phase_id": p.id})
     copies = 4 + len(state.phases)
     wait_for(lambda: _noops(fleet) >= copies, 30, interval=0.1, what=f"{copies} copies acknowledged as no-ops")
 
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert led.plan.status == "completed"
     assert_exactly_once(led)
     assert all(p.attempt == 1 for p in led.phases)
@@ -121,7 +121,7 @@ def fault(client: Any) -> Iterator[Any]:
     made: list[FaultOnce] = []
 
     def inject(table: str, phase_id: str) -> FaultOnce:
-        f = FaultOnce(client.db.engine, table, phase_id)
+        f = FaultOnce(client.local.db.engine, table, phase_id)
         made.append(f)
         return f
 
@@ -135,13 +135,13 @@ def fault(client: Any) -> Iterator[Any]:
 def test_failure_while_writing_result_leaves_phase_reclaimable(client: Any, workers: Any, fault: Any,
                                                                 table: str) -> None:
     plan_id = client.submit(board_plan(f"persistence order ({table})", latency=0.02))
-    opening = plans.load_state(client.db, plan_id).by_key()["opening"]
+    opening = plans.load_state(client.local.db, plan_id).by_key()["opening"]
     injected = fault(table, opening.id)  # before any worker can run it
     workers(beat=True)
 
     wait_for(injected.fired, 30, interval=0.02, what="the injected fault")
-    after = plans.load_state(client.db, plan_id).by_key()["opening"]
-    led = ledger(client.db, plan_id)
+    after = plans.load_state(client.local.db, plan_id).by_key()["opening"]
+    led = ledger(client.local.db, plan_id)
     assert after.attempt == 1  # (the lease outlives this check: it is not taken over yet)
     assert after.status == "running"  # never completed without its content ...
     assert after.lease_owner is not None  # ... and the lease is kept until a result is durable
@@ -149,14 +149,14 @@ def test_failure_while_writing_result_leaves_phase_reclaimable(client: Any, work
     assert not led.counted
     wait_for(lambda: client.get(plan_id).final, 60, interval=0.2, what="plan final")
 
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert led.plan.status == "completed"
     assert_exactly_once(led)
     taken = led.phase("opening")
     assert taken.attempt == 2  # reclaimed after the lease of the failed attempt expired
     spent = led.usage_of(taken)
     assert [(u.attempt, u.counted) for u in sorted(spent, key=lambda u: u.attempt)] == [(1, False), (2, True)]
-    completed = [e for e in client.coordinator.list_events(plan_id)
+    completed = [e for e in client.local.reads.list_events(plan_id)
                  if e.type == "phase_completed" and e.phase_key == "opening"]
     assert len(completed) == 1 and completed[0].data["attempt"] == 2
     view = client.get(plan_id)

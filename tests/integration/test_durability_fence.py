@@ -134,7 +134,7 @@ class CompletionGate:
 
 @pytest.fixture()
 def gate(client: Any) -> Iterator[CompletionGate]:
-    held = CompletionGate(client.db)
+    held = CompletionGate(client.local.db)
     try:
         yield held
     finally:
@@ -154,7 +154,7 @@ def _plan(title: str, model: dict[str, Any]) -> dict[str, Any]:
 
 
 def _phase(client: Any, plan_id: str, key: str = "a") -> Any:
-    return plans.load_state(client.db, plan_id).by_key()[key]
+    return plans.load_state(client.local.db, plan_id).by_key()[key]
 
 
 def _worker_a(workers: Any, settings: Any, gate: CompletionGate) -> Any:
@@ -167,12 +167,12 @@ def _worker_a(workers: Any, settings: Any, gate: CompletionGate) -> Any:
 def _a_held_in_completion(client: Any, plan_id: str, gate: CompletionGate, worker: Any) -> None:
     """Wait until ``worker``'s attempt 1 has its usage on record and its completion waits at the gate."""
     a = _phase(client, plan_id)
-    wait_for(lambda: any(u.phase_id == a.id and u.attempt == 1 for u in usage.rows_for_plan(client.db, plan_id)),
+    wait_for(lambda: any(u.phase_id == a.id and u.attempt == 1 for u in usage.rows_for_plan(client.local.db, plan_id)),
              60, interval=0.05, what="attempt 1's usage row")
     wait_for(gate.waiting, 30, interval=0.05, what="attempt 1's completion waiting at the gate")
     a = _phase(client, plan_id)
     assert (a.status, a.attempt, owner_pid(a)) == ("running", 1, worker.pid)
-    assert a.id not in content_rows(client.db, plan_id)
+    assert a.id not in content_rows(client.local.db, plan_id)
 
 
 def _taken_over_by(client: Any, plan_id: str, worker: Any) -> None:
@@ -184,7 +184,7 @@ def _taken_over_by(client: Any, plan_id: str, worker: Any) -> None:
     def second_attempt() -> bool:
         return any(e.type == "phase_started" and e.phase_key == "a" and e.data["attempt"] == 2
                    and e.data["worker"].split(":")[1] == str(worker.pid)
-                   for e in client.coordinator.list_events(plan_id))
+                   for e in client.local.reads.list_events(plan_id))
 
     wait_for(second_attempt, 60, interval=0.05, what="attempt 2 claimed by the other worker")
 
@@ -216,24 +216,24 @@ def test_a_stalled_worker_comes_back_and_its_result_is_discarded(
     assert "result discarded: another attempt owns the phase" in a.log()  # A logs the fenced outcome
     assert "phase a completed" not in a.log()
 
-    now = ledger(client.db, plan_id)
+    now = ledger(client.local.db, plan_id)
     contested = now.phase("a")
     assert (contested.status, contested.attempt, owner_pid(contested)) == ("running", 2, b.pid)
     assert contested.id not in now.content_rows  # nothing of attempt 1 was written
     assert [(u.attempt, u.counted) for u in now.usage_of(contested)] == [(1, False)]
-    assert not [e for e in client.coordinator.list_events(plan_id) if e.type == "phase_completed"]
-    running = client.coordinator.view(plan_id).phase("a").usage
+    assert not [e for e in client.local.reads.list_events(plan_id) if e.type == "phase_completed"]
+    running = client.local.reads.view(plan_id).phase("a").usage
     assert (running.wasted_tokens, running.total_tokens) == (_tokens(now.usage_of(contested)), 0)
 
     replies.go.set()  # attempt 2's model call answers
     view = client.wait(plan_id, timeout=60)
     assert view.status == "completed"
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert_exactly_once(led)
     contested = led.phase("a")
     assert (contested.status, contested.attempt) == ("completed", 2)
     assert led.content_rows[contested.id] == 1
-    assert contents.read_text(client.db, plan_id, "a") == answer(2)  # the text is attempt 2's
+    assert contents.read_text(client.local.db, plan_id, "a") == answer(2)  # the text is attempt 2's
     spent = sorted(led.usage_of(contested), key=lambda u: u.attempt)
     assert [(u.attempt, u.counted) for u in spent] == [(1, False), (2, True)]
     shown = view.phase("a").usage
@@ -241,9 +241,9 @@ def test_a_stalled_worker_comes_back_and_its_result_is_discarded(
     assert shown.total_tokens == _tokens(spent[1:]) > 0  # ... B's: the phase's cost
     assert view.usage.total_tokens == _tokens(led.counted)
     assert view.usage.wasted_tokens == _tokens(led.waste) == _tokens(spent[:1])
-    finished = [e for e in client.coordinator.list_events(plan_id) if e.type == "plan_finished"]
+    finished = [e for e in client.local.reads.list_events(plan_id) if e.type == "plan_finished"]
     assert [e.data["status"] for e in finished] == ["completed"]  # the plan completed exactly once
-    completed = [e for e in client.coordinator.list_events(plan_id)
+    completed = [e for e in client.local.reads.list_events(plan_id)
                  if e.type == "phase_completed" and e.phase_key == "a"]
     assert [e.data["attempt"] for e in completed] == [2]
 
@@ -262,11 +262,11 @@ def test_a_worker_killed_after_its_usage_was_recorded(
     view = client.wait(plan_id, timeout=60)
 
     assert view.status == "completed"
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert_exactly_once(led)
     contested = led.phase("a")
     assert (contested.status, contested.attempt) == ("completed", 2)
-    assert content_rows(client.db, plan_id)[contested.id] == 1
+    assert content_rows(client.local.db, plan_id)[contested.id] == 1
     spent = sorted(led.usage_of(contested), key=lambda u: u.attempt)
     assert [(u.attempt, u.counted) for u in spent] == [(1, False), (2, True)]  # the killed attempt's row
     killed = _tokens(spent[:1])
@@ -275,5 +275,5 @@ def test_a_worker_killed_after_its_usage_was_recorded(
     assert view.phase("a").usage.total_tokens == _tokens(spent[1:])  # ... never counted as cost
     assert view.usage.wasted_tokens == killed
     assert view.usage.total_tokens == _tokens(led.counted) == _tokens(led.usage_rows) - killed
-    finished = [e for e in client.coordinator.list_events(plan_id) if e.type == "plan_finished"]
+    finished = [e for e in client.local.reads.list_events(plan_id) if e.type == "plan_finished"]
     assert [e.data["status"] for e in finished] == ["completed"]

@@ -107,7 +107,7 @@ def test_concurrent_resumes_from_many_processes_exactly_one_proceeds(client: Any
     assert {(r["code"], r["http"]) for r in refused} == {(ResumeInProgress.code, 409)}
     assert all("resume already in progress" in r["message"] for r in refused)
     assert _queued(settings) == 1  # one canvas sent, by the one resume that proceeded
-    opening = plans.load_state(client.db, plan_id).by_key()["opening"]
+    opening = plans.load_state(client.local.db, plan_id).by_key()["opening"]
     assert opening.status == "pending" and opening.enqueued_at is not None
 
 
@@ -120,7 +120,7 @@ def test_resume_by_external_task_id_rebuilds_from_stored_status(client: Any, wor
     assert _queued(settings) == 1
     workers(beat=True)
     wait_for(lambda: client.get(plan_id).final, 60, interval=0.2, what="plan final")
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert led.plan.status == "completed"
     assert_exactly_once(led)
     attempts = {p.key: p.attempt for p in led.phases}
@@ -132,7 +132,7 @@ def test_resume_by_external_task_id_rebuilds_from_stored_status(client: Any, wor
     assert out.returncode == 0, out.stderr
     again = json.loads(out.stdout)
     assert (again["plan_id"], again["status"], again["enqueued"]) == (plan_id, "completed", [])
-    after = ledger(client.db, plan_id)  # nothing was sent (no new enqueue mark) and nothing ran again
+    after = ledger(client.local.db, plan_id)  # nothing was sent (no new enqueue mark) and nothing ran again
     assert {p.key: p.attempt for p in after.phases} == attempts  # final phases left alone
     assert {p.key: p.enqueued_at for p in after.phases} == {p.key: p.enqueued_at for p in led.phases}
     assert len(after.usage_rows) == len(led.usage_rows)
@@ -140,14 +140,14 @@ def test_resume_by_external_task_id_rebuilds_from_stored_status(client: Any, wor
 
 def _keys(client: Any, plan_id: str) -> list[str]:
     """Every phase of the plan, in plan order."""
-    return [p.key for p in plans.load_state(client.db, plan_id).phases]
+    return [p.key for p in plans.load_state(client.local.db, plan_id).phases]
 
 
 def _without_fault(client: Any, plan_id: str) -> None:
     """The operator fixes the model configuration stored with the plan."""
-    spec = plans.get_plan(client.db, plan_id).spec
+    spec = plans.get_plan(client.local.db, plan_id).spec
     spec["models"]["default"]["options"].pop("fail")
-    with client.db.engine.begin() as c:
+    with client.local.db.engine.begin() as c:
         c.execute(text("UPDATE plans SET spec = :spec WHERE id = :id"), {"spec": json.dumps(spec), "id": plan_id})
 
 
@@ -157,14 +157,14 @@ def test_failed_phases_rerun_only_with_retry_failed(client: Any, workers: Any) -
     plan_id = client.submit(board_plan("retry failed", fail=["Ravi"], model={"max_retries": 0},
                                        plan={"missing_expert": "fatal"}))
     wait_for(lambda: client.get(plan_id).final, 60, interval=0.2, what="plan final")
-    before = ledger(client.db, plan_id)
+    before = ledger(client.local.db, plan_id)
     assert before.plan.status == "failed"
     assert before.statuses() == {"opening": "completed", "r1.dana": "completed", "r1.ravi": "failed",
                                  "r1.summary": "skipped", "final": "skipped"}
 
     res = client.resume(plan_id)  # without retry_failed: failed stays failed
     assert (res.enqueued, res.retried, res.status) == ([], [], "failed")
-    same = ledger(client.db, plan_id)  # nothing was sent (no new enqueue mark) and nothing ran again
+    same = ledger(client.local.db, plan_id)  # nothing was sent (no new enqueue mark) and nothing ran again
     assert same.statuses() == before.statuses()
     assert {p.key: p.enqueued_at for p in same.phases} == {p.key: p.enqueued_at for p in before.phases}
     assert same.phase("r1.ravi").attempt == 1 and same.phase("r1.ravi").retries_requested == 0
@@ -180,7 +180,7 @@ def test_failed_phases_rerun_only_with_retry_failed(client: Any, workers: Any) -
     assert sorted(res.retried) == ["final", "r1.ravi", "r1.summary"]
     assert res.enqueued[0] == "r1.ravi" and res.status == "running"
     wait_for(lambda: client.get(plan_id).final, 60, interval=0.2, what="plan final after retry")
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert led.plan.status == "completed"
     assert set(led.statuses().values()) == {"completed"}
     assert_exactly_once(led)
@@ -188,7 +188,7 @@ def test_failed_phases_rerun_only_with_retry_failed(client: Any, workers: Any) -
     assert ravi.retries_requested == 1 and ravi.attempt == 2  # the retry is recorded on the phase
     assert {p.key: p.attempt for p in led.phases if p.key != "r1.ravi"} == {
         "opening": 1, "r1.dana": 1, "r1.summary": 1, "final": 1}  # nothing completed ran again
-    retry_events = [e for e in client.coordinator.list_events(plan_id) if e.type == "retry_requested"]
+    retry_events = [e for e in client.local.reads.list_events(plan_id) if e.type == "retry_requested"]
     assert len(retry_events) == 1 and "r1.ravi" in retry_events[0].data["phases"]
 
 
@@ -196,15 +196,15 @@ def test_retry_failed_leaves_a_completed_plan_alone(client: Any, workers: Any) -
     workers(beat=True)  # a tolerated failure: the board completes without Ravi
     plan_id = client.submit(board_plan("completed with a failure", fail=["Ravi"], model={"max_retries": 0}))
     wait_for(lambda: client.get(plan_id).final, 60, interval=0.2, what="plan final")
-    before = ledger(client.db, plan_id)
+    before = ledger(client.local.db, plan_id)
     assert before.plan.status == "completed" and before.phase("r1.ravi").status == "failed"
 
     res = client.resume(plan_id, retry_failed=True)
     assert (res.enqueued, res.retried, res.status) == ([], [], "completed")
-    after = ledger(client.db, plan_id)
+    after = ledger(client.local.db, plan_id)
     assert after.statuses() == before.statuses()  # a final plan keeps its final phases
     assert after.phase("r1.ravi").retries_requested == 0
-    assert not [e for e in client.coordinator.list_events(plan_id) if e.type == "retry_requested"]
+    assert not [e for e in client.local.reads.list_events(plan_id) if e.type == "retry_requested"]
 
 
 @pytest.mark.slow
@@ -213,30 +213,30 @@ def test_debates_survive_a_crash_and_max_debates_holds(client: Any, workers: Any
     plan_id = client.submit(team_plan("debates and a crash", groups=2, max_debates=1, latency=0.08))
 
     def debate_mid_call() -> list[str] | None:
-        running = [p for p in plans.load_state(client.db, plan_id).phases
+        running = [p for p in plans.load_state(client.local.db, plan_id).phases
                    if p.kind == "debate" and p.status == "running" and owner_pid(p) == victim.pid
                    and p.started_at is not None and time.time() - p.started_at.timestamp() > 0.3]
         return [p.key for p in running] or None
 
     wait_for(debate_mid_call, 60, interval=0.05, what="a debate running")
     victim.kill()
-    debates = [p for p in plans.load_state(client.db, plan_id).phases if p.kind == "debate"]
+    debates = [p for p in plans.load_state(client.local.db, plan_id).phases if p.kind == "debate"]
     assert len(debates) == 2 and {p.group_key for p in debates} == {"debate-check-1"}
 
-    wait_leases_expired(client.db, plan_id)  # the killed worker's leases
+    wait_leases_expired(client.local.db, plan_id)  # the killed worker's leases
     res = client.resume(plan_id)
     assert {p.key for p in debates} & set(res.enqueued)  # resume sees the inserted debates
     workers(beat=True)
     wait_for(lambda: client.get(plan_id).final, 90, interval=0.25, what="plan final")
 
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert led.plan.status == "completed", led.statuses()
     assert set(led.statuses().values()) == {"completed"}
     assert_exactly_once(led)
     groups = {p.group_key for p in led.phases if p.kind == "debate"}
     assert groups == {"debate-check-1"}  # the second divergence found the limit reached
     assert len([p for p in led.phases if p.kind == "debate"]) == 2
-    kinds = [e.type for e in client.coordinator.list_events(plan_id)]
+    kinds = [e.type for e in client.local.reads.list_events(plan_id)]
     assert kinds.count("debate_inserted") == 1
     assert kinds.count("debate_limit_reached") == 1
     assert any(p.attempt > 1 for p in led.phases if p.kind == "debate")  # taken over after the crash

@@ -15,14 +15,14 @@ from tests.integration.durability import board_plan
 
 
 def counts(client: Any) -> dict[str, int]:
-    with client.db.engine.connect() as c:
+    with client.local.db.engine.connect() as c:
         return {t: int(c.execute(text(f"select count(*) from {t}")).scalar() or 0)
                 for t in ("plans", "phases", "events", "contents", "usage")}
 
 
 def test_a_failure_storing_one_phase_stores_nothing(client: Any) -> None:
     name = f"fault_{uuid.uuid4().hex[:8]}"
-    with client.db.engine.begin() as c:
+    with client.local.db.engine.begin() as c:
         c.execute(text(f"""
             CREATE FUNCTION {name}() RETURNS trigger AS $$
             BEGIN
@@ -36,7 +36,7 @@ def test_a_failure_storing_one_phase_stores_nothing(client: Any) -> None:
             client.submit(plan)
         assert counts(client) == {"plans": 0, "phases": 0, "events": 0, "contents": 0, "usage": 0}
     finally:
-        with client.db.engine.begin() as c:
+        with client.local.db.engine.begin() as c:
             c.execute(text(f"DROP TRIGGER IF EXISTS {name} ON phases"))
             c.execute(text(f"DROP FUNCTION IF EXISTS {name}()"))
     plan_id = client.submit(plan)  # the same task_id is free: nothing of the failed attempt remains
@@ -54,7 +54,7 @@ def test_broker_down_at_submit_stores_the_plan_and_the_reconciler_runs_it(settin
                                        "redis_url": None})
     with Conclave(down, worker=False) as offline_client:
         plan_id = offline_client.submit(board_plan(task_id="broker-down"))  # stored, not sent: no error
-        stored = ledger(offline_client.db, plan_id)
+        stored = ledger(offline_client.local.db, plan_id)
     assert stored.plan.status == "running" and all(p.status == "pending" for p in stored.phases)
     assert all(p.enqueued_at is None for p in stored.phases)  # the failed send released its mark
 
@@ -62,4 +62,4 @@ def test_broker_down_at_submit_stores_the_plan_and_the_reconciler_runs_it(settin
     with Conclave(settings, worker=False) as client:
         view = client.wait(plan_id, timeout=60)
         assert view.status == "completed"
-        assert_exactly_once(ledger(client.db, plan_id))
+        assert_exactly_once(ledger(client.local.db, plan_id))

@@ -64,7 +64,7 @@ def test_usage_is_the_sum_of_rows_provider_and_estimated_kept_apart(client: Any,
     plan_id = client.submit(_usage_plan(server.url))
     wait_for(lambda: client.get(plan_id).final, 60, interval=0.2, what="plan final")
 
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert led.plan.status == "completed", [(p.key, p.error_message) for p in led.phases]
     assert_exactly_once(led)
     by_key = {p.key: led.usage_of(p) for p in led.phases}
@@ -91,8 +91,8 @@ def test_usage_write_is_idempotent_under_retries_and_races(client: Any) -> None:
     """A usage write retried (the database failed after committing) or raced by a
     duplicate never adds a row; a completion marks exactly that attempt's rows."""
     plan_id = client.submit(board_plan("usage writes"))
-    runner = PhaseRunner(client.db, client.settings, client.bus, default_providers())
-    opening_id = client.coordinator.state(plan_id).by_key()["opening"].id
+    runner = PhaseRunner(client.local.db, client.settings, client.local.bus, default_providers())
+    opening_id = client.local.reads.state(plan_id).by_key()["opening"].id
     work = runner.claim(opening_id, owner="test:1:usage")
     assert isinstance(work, PhaseWork) and work.attempt == 1
     spec = ModelSpec(name="default", provider="offline")
@@ -112,7 +112,7 @@ def test_usage_write_is_idempotent_under_retries_and_races(client: Any) -> None:
     runner.record_usage(work, seq=1, purpose="chat", spec=spec, used=used)  # a retry after commit
     runner.record_usage(work, seq=2, purpose="summarise", spec=spec,
                              used=Usage(input_tokens=10, output_tokens=5, source="estimated", method="chars/4"))
-    rows = usage.rows_for_plan(client.db, plan_id)
+    rows = usage.rows_for_plan(client.local.db, plan_id)
     assert [(r.seq, r.source, r.counted) for r in rows] == [(1, "provider", False), (2, "estimated", False)]
 
     from orchestrator.gateway.types import Completion
@@ -120,7 +120,7 @@ def test_usage_write_is_idempotent_under_retries_and_races(client: Any) -> None:
     done = Completion(text="The meeting is open.", usage=used, finish_reason="stop")
     assert runner.complete(work, done) == "completed"
     assert runner.complete(work, done) == "completed"  # a retried completion: same answer, no new row
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert led.content_rows == {opening_id: 1}
     assert [(r.seq, r.counted) for r in led.usage_rows] == [(1, True), (2, True)]
     totals = client.get(plan_id).usage

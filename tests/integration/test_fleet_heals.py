@@ -26,7 +26,7 @@ def settings(private_settings: Any) -> Any:
 
 
 def _completed_phases(client: Any, plan_ids: list[str]) -> int:
-    return sum(p.status == "completed" for pid in plan_ids for p in plans.load_state(client.db, pid).phases)
+    return sum(p.status == "completed" for pid in plan_ids for p in plans.load_state(client.local.db, pid).phases)
 
 
 @pytest.mark.slow
@@ -65,13 +65,13 @@ def test_three_workers_without_beat_finish_every_plan_through_kills_and_outages(
     finally:
         proxy.close()
 
-    total = sum(len(plans.load_state(client.db, pid).phases) for pid in plan_ids)
+    total = sum(len(plans.load_state(client.local.db, pid).phases) for pid in plan_ids)
     assert [f for f, _ in done] == list(FAULTS) and done[-1][1] < total, (done, total)  # all hit mid-run
     for pid in plan_ids:
-        led = ledger(client.db, pid)
+        led = ledger(client.local.db, pid)
         assert led.plan.status == "completed", (pid, led.statuses())
         assert_exactly_once(led)
-        finished = [e for e in outbox.list_events(client.db, pid) if e.type == "plan_finished"]
+        finished = [e for e in outbox.list_events(client.local.db, pid) if e.type == "plan_finished"]
         assert len(finished) == 1, finished
     # recovery ran where there was no beat: some worker's own reconciler re-sent what the
     # kills and the empty broker lost

@@ -142,7 +142,7 @@ def test_a_worker_without_beat_recovers_a_plan_the_broker_lost(client: Any, work
     redis_server.flushall()  # and is lost, before any worker could take a message
     (worker,) = workers.many(1)  # no beat anywhere: only the worker's own reconciler can notice
     wait_for(lambda: client.get(plan_id).final, 120, interval=0.25, what="the plan to end")
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert led.plan.status == "completed", led.statuses()
     assert_exactly_once(led)
     assert "reconciled 1 plan(s)" in worker.log()

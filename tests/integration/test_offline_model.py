@@ -27,7 +27,7 @@ BOUND = 60.0  # seconds; every call stopped below would otherwise run for 10 min
 
 
 def _running(client: Any, plan_id: str, key: str) -> bool:
-    phase = plans.load_state(client.db, plan_id).by_key()[key]
+    phase = plans.load_state(client.local.db, plan_id).by_key()[key]
     return phase.status == "running" and phase.started_at is not None
 
 
@@ -37,7 +37,7 @@ def test_a_fault_switch_past_submit_is_refused_by_a_worker_not_in_testing_mode(s
         plan_id = tester.submit(board_plan("smuggled hang", hang=True, fail=["Dana"], model={"max_retries": 0}))
         view = tester.wait(plan_id, timeout=BOUND)  # a hang would last an hour
         assert view.status == "failed", view.status
-        opening = ledger(tester.db, plan_id).phase("opening")
+        opening = ledger(tester.local.db, plan_id).phase("opening")
         assert (opening.status, opening.error_code) == ("failed", "llm.fault_not_allowed"), opening
         assert "CONCLAVE_TESTING" in (opening.error_message or "")
 
@@ -50,7 +50,7 @@ def test_a_cancelled_plan_stops_a_long_offline_call_at_its_next_chunk(client: An
     client.cancel(plan_id)
     wait_for(lambda: client.get(plan_id).final, BOUND, what="the cancelled plan to end")
 
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert led.plan.status == "cancelled" and led.phase("r1.dana").status == "cancelled"
     spent = led.usage_of(led.phase("r1.dana"))
     assert len(spent) == 1 and not spent[0].counted and spent[0].output_tokens > 0  # partial, on record
@@ -74,14 +74,14 @@ def test_sigterm_mid_call_exits_promptly_and_another_worker_completes_the_phase(
         log = leaving.log()
         assert "r1.dana given back" in log and "Traceback" not in log
 
-        dana = plans.load_state(client.db, plan_id).by_key()["r1.dana"]
+        dana = plans.load_state(client.local.db, plan_id).by_key()["r1.dana"]
         assert (dana.status, dana.attempt, dana.enqueued_at) == ("running", 1, None)
         assert dana.lease_expires_at is not None and dana.lease_expires_at <= datetime.now(UTC)
 
         workers(beat=True)  # its reconciler finds the phase given back and runs it again
         view = client.wait(plan_id, timeout=120)
         assert view.status == "completed", view.status
-        led = ledger(client.db, plan_id)
+        led = ledger(client.local.db, plan_id)
         assert led.phase("r1.dana").attempt == 2
         assert [(u.attempt, u.counted) for u in led.usage_of(led.phase("r1.dana"))] == [(1, False), (2, True)]
         assert_exactly_once(led)

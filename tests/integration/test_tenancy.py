@@ -197,16 +197,16 @@ def test_submit_records_the_principal_and_cancel_and_resume_record_the_actor(db:
 
 
 def test_the_coordinator_submits_into_the_principals_tenant(client: Any) -> None:
-    mine = client.coordinator.submit(board_plan("acme's", task_id="crm:7"), principal=ACME)
-    theirs = client.coordinator.submit(board_plan("globex's", task_id="crm:7"), principal=GLOBEX)
-    operators = client.coordinator.submit(board_plan("the operator's", task_id="crm:7"))
+    mine = client.local.coordinator.submit(board_plan("acme's", task_id="crm:7"), principal=ACME)
+    theirs = client.local.coordinator.submit(board_plan("globex's", task_id="crm:7"), principal=GLOBEX)
+    operators = client.local.coordinator.submit(board_plan("the operator's", task_id="crm:7"))
     assert len({mine.plan_id, theirs.plan_id, operators.plan_id}) == 3
-    assert [client.coordinator.get_plan(r.plan_id).tenant for r in (mine, theirs, operators)] == \
+    assert [client.local.reads.get_plan(r.plan_id).tenant for r in (mine, theirs, operators)] == \
         ["acme", "globex", "default"]
     with pytest.raises(PlanConflict):  # the operator's task-id lookup is ambiguous: it says so
-        client.coordinator.get_plan("crm:7")
+        client.local.reads.get_plan("crm:7")
     with pytest.raises(InvalidPlan) as info:  # a task id that would shadow a plan id
-        client.coordinator.submit(board_plan("takeover", task_id=mine.plan_id), principal=GLOBEX)
+        client.local.coordinator.submit(board_plan("takeover", task_id=mine.plan_id), principal=GLOBEX)
     assert [d["field"] for d in info.value.details] == ["task_id"]
 
 
@@ -215,11 +215,11 @@ def test_the_coordinator_answers_a_rate_limit_with_retry_after(client: Any, sett
 
     limited = Conclave(settings.model_copy(update={"submit_rate": 1}), worker=False)
     try:
-        limited.coordinator.submit(board_plan("first"), principal=ACME)
+        limited.local.coordinator.submit(board_plan("first"), principal=ACME)
         with pytest.raises(SubmitRateLimited) as info:
-            limited.coordinator.submit(board_plan("second"), principal=ACME)
+            limited.local.coordinator.submit(board_plan("second"), principal=ACME)
         assert info.value.http_status == 429 and info.value.code == "plan.rate_limited"
         assert 1 <= info.value.retry_after <= 60 and info.value.details == {"retry_after": info.value.retry_after}
-        limited.coordinator.submit(board_plan("globex"), principal=GLOBEX)
+        limited.local.coordinator.submit(board_plan("globex"), principal=GLOBEX)
     finally:
         limited.close()

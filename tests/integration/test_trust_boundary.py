@@ -51,7 +51,7 @@ def listener() -> Iterator[LLMServer]:
 
 
 def stored_plans(c: Conclave) -> int:
-    with c.db.engine.connect() as conn:
+    with c.local.db.engine.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(Plan)).scalar_one())
 
 
@@ -98,7 +98,7 @@ def test_a_worker_never_connects_where_a_plan_defined_name_resolves_to_a_refused
         by_name = c.submit(board({"provider": "openai", "model": "normal", "base_url": f"http://localhost:{port}/v1"}))
         view = c.wait(by_name, timeout=60)
         assert view.status == "failed", view.status
-        opening = ledger(c.db, by_name).phase("opening")
+        opening = ledger(c.local.db, by_name).phase("opening")
         assert opening.status == "failed" and opening.error_code == "llm.egress_refused", opening
         assert "localhost resolves to 127.0.0.1" in (opening.error_message or "")
         assert "loopback" in (opening.error_message or "")
@@ -121,11 +121,11 @@ def test_a_stored_plan_naming_a_conclave_variable_is_refused_by_the_worker(
     plan = load_plan(board({"provider": "openai", "model": "normal", "base_url": f"http://127.0.0.1:{port}/v1",
                             "api_key_env": "CONCLAVE_DATABASE_URL"}))
     with Conclave(cluster, worker=False) as c:
-        plan_id = plans.create_plan(c.db, title=plan.title, kind=plan.kind, spec=plan.model_dump(mode="json"),
+        plan_id = plans.create_plan(c.local.db, title=plan.title, kind=plan.kind, spec=plan.model_dump(mode="json"),
                                     phases=expand(plan), task_id=None, max_active=100).plan_id
-        c.coordinator.advance(plan_id)
-        wait_for(lambda: ledger(c.db, plan_id).phase("opening").final, 60, what="the opening phase to end")
-        opening = ledger(c.db, plan_id).phase("opening")
+        c.local.coordinator.advance(plan_id)
+        wait_for(lambda: ledger(c.local.db, plan_id).phase("opening").final, 60, what="the opening phase to end")
+        opening = ledger(c.local.db, plan_id).phase("opening")
         assert opening.status == "failed" and opening.error_code == "llm.model_not_allowed", opening
         assert "CONCLAVE_ALLOWED_KEY_ENVS" in (opening.error_message or "") or \
             "own configuration" in (opening.error_message or "")

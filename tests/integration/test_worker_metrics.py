@@ -94,7 +94,7 @@ def test_a_worker_serves_its_metrics_and_they_match_what_was_stored(client: Any,
         assert view.status == "completed", view
         samples = scrape(port)
 
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert_measured_as_stored(samples, led)
     assert {u.source for u in led.usage_rows} == {"provider", "estimated"}  # both kinds were counted
     ok = total(samples, "conclave_model_call_duration_seconds_count", outcome="ok")
@@ -130,7 +130,7 @@ def test_a_prefork_worker_adds_up_its_processes_and_forgets_a_killed_child(clien
     plan_id = client.submit(board_plan("prefork metrics", latency=0.1))
 
     def running_in_a_child() -> tuple[str, int] | None:
-        for p in plans.load_state(client.db, plan_id).phases:
+        for p in plans.load_state(client.local.db, plan_id).phases:
             pid = owner_pid(p)
             if p.status == "running" and pid not in (None, worker.pid) and p.started_at is not None \
                     and time.time() - p.started_at.timestamp() > 0.3:
@@ -142,7 +142,7 @@ def test_a_prefork_worker_adds_up_its_processes_and_forgets_a_killed_child(clien
     os.kill(child, signal.SIGKILL)  # the child dies mid-call; its gauge file says one phase in flight
     wait_for(lambda: client.get(plan_id).final, 90, interval=0.25, what="the plan to end")
 
-    led = ledger(client.db, plan_id)
+    led = ledger(client.local.db, plan_id)
     assert led.plan.status == "completed", led.statuses()
     assert led.phase(key).attempt >= 2  # taken over after the kill
     samples = scrape(port)

@@ -79,19 +79,22 @@ def test_run_phase_has_a_readable_shadow_name() -> None:
     assert run.kwargs == {"plan_id": "p", "phase_id": "id-1", "phase_key": "r1.dana"}
 
 
+class _ExplodingReads:
+    def view(self, ref: str, **_: Any) -> Any:
+        raise RuntimeError("boom at /srv/conclave/secret-path password=hunter2")
+
+
 class _Exploding:
-    """A client whose every read fails like a bug would."""
+    """A local backend whose reads fail like a bug would."""
 
     coordinator = None
     bus = None
     db = None
-
-    def get(self, ref: str) -> Any:
-        raise RuntimeError("boom at /srv/conclave/secret-path password=hunter2")
+    reads = _ExplodingReads()
 
 
 def test_unexpected_errors_are_a_generic_json_500() -> None:
-    app = create_app(Settings(), client=_Exploding())  # type: ignore[arg-type]
+    app = create_app(Settings(), local=_Exploding())  # type: ignore[arg-type]
 
     async def get() -> httpx.Response:
         async with app.router.lifespan_context(app):

@@ -104,7 +104,7 @@ def _violations(layer: str, allowed: tuple[str, ...]) -> list[str]:
 def test_the_walker_sees_imports_at_any_depth() -> None:
     assert "tasks.runner" in GRAPH["tasks.phase"] or "tasks.runtime" in GRAPH["tasks.phase"]
     assert "orchestrator.gateway.types" in GRAPH["orchestrator.plan.prompts"]
-    assert "orchestrator.fleet.embedded" in GRAPH["orchestrator.client.conclave"]  # imported inside a method
+    assert "orchestrator.fleet.embedded" in GRAPH["orchestrator.client.local"]  # imported inside a method
 
 
 def test_storage_imports_only_storage() -> None:

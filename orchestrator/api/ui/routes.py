@@ -33,7 +33,7 @@ from orchestrator.api.ui.login import HOME, MAX_FORM, login_page, parse_form, sa
 from orchestrator.api.ui.plan import live_fragment, plan_page
 from orchestrator.api.ui.plan_list import PAGE_SIZE, listing_page
 from orchestrator.api.ui.snapshot import PlanSnapshot, read_snapshot
-from orchestrator.client.conclave import Conclave
+from orchestrator.control.reads import PlanReads
 from orchestrator.core.errors import (
     ConclaveError,
     Forbidden,
@@ -61,9 +61,9 @@ def _html(text: str, status: int = 200, headers: dict[str, str] | None = None) -
     return HTMLResponse(text, status_code=status, headers={**SECURITY_HEADERS, **(headers or {})})
 
 
-def _client(request: Request) -> Conclave:
-    c: Conclave = request.app.state.client
-    return c
+def _reads(request: Request) -> PlanReads:
+    reads: PlanReads = request.app.state.local.reads
+    return reads
 
 
 def _same_origin(request: Request) -> bool:
@@ -143,15 +143,14 @@ def ui_router(settings: Settings) -> APIRouter:
                 except ValueError:
                     raise InvalidRequest("cursor: not a cursor this page handed out",
                                          details=inp.field_error("cursor", "not a cursor")) from None
-            found = await run_in_threadpool(_client(request).coordinator.list_plans, principal=who, limit=PAGE_SIZE,
-                                            cursor=cursor)
+            found = await run_in_threadpool(_reads(request).list_plans, principal=who, limit=PAGE_SIZE, cursor=cursor)
             return _html(listing_page(found, viewer=who, auth=auth, paged=cursor is not None))
 
         return await render(request, build)
 
     async def snapshot(request: Request, plan_id: str, who: Principal | None) -> PlanSnapshot:
         """The plan as ``who`` may see it: another tenant's is ``plan.not_found``."""
-        return await run_in_threadpool(read_snapshot, _client(request), inp.plan_ref(plan_id), who)
+        return await run_in_threadpool(read_snapshot, _reads(request), inp.plan_ref(plan_id), who)
 
     @router.get("/plans/{plan_id}")
     async def plan(plan_id: str, request: Request) -> Response:

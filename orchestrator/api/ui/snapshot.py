@@ -3,7 +3,8 @@
 last stored event — where the page's event stream starts, so the stream adds only what
 happened after the page was read (:mod:`orchestrator.api.events`).
 
-Read through the coordinator with the caller's principal, so another tenant's plan is
+Read through the read side (:class:`~orchestrator.control.reads.PlanReads`) with the
+caller's principal, so another tenant's plan is
 ``plan.not_found`` here exactly as on every ``/v1`` route.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from orchestrator.client.conclave import Conclave
+from orchestrator.control.reads import PlanReads
 from orchestrator.core.errors import storage_boundary
 from orchestrator.plan.views import PlanView, plan_view
 from storage import outbox, usage
@@ -49,15 +50,14 @@ class PlanSnapshot:
                 del remaining[key]
         return depth
 
-def read_snapshot(client: Conclave, ref: str, principal: Principal | None) -> PlanSnapshot:
+def read_snapshot(reads: PlanReads, ref: str, principal: Principal | None) -> PlanSnapshot:
     """The plan ``ref`` names, as ``principal`` may see it (blocking: run it in a thread)."""
-    coordinator = client.coordinator
-    plan = coordinator.get_plan(ref, principal=principal)
+    plan = reads.get_plan(ref, principal=principal)
     with storage_boundary():
-        last = outbox.last_event_id(client.db, plan.id)  # before the state: nothing after it is missed
-    state = coordinator.state(plan.id, principal=principal)
+        last = outbox.last_event_id(reads.db, plan.id)  # before the state: nothing after it is missed
+    state = reads.state(plan.id, principal=principal)
     with storage_boundary():
-        rows = usage.rows_for_plan(client.db, plan.id)
+        rows = usage.rows_for_plan(reads.db, plan.id)
     terminal = [p.key for p in state.phases if p.meta.get("terminal")]
     return PlanSnapshot(view=plan_view(state, rows),
                         timings={p.key: Timing(p.started_at, p.finished_at) for p in state.phases},

@@ -18,18 +18,18 @@ MUTATIONS: tuple[Mutation, ...] = (
     # I44 — a principal reaches only its tenant's plans
     mutation(
         "route-reads-as-the-operator", "I44", "orchestrator/api/plan_routes.py",
-        "        view = await _call(_coordinator(request).view, inp.plan_ref(plan_id), principal=principal)\n",
-        "        view = await _call(_coordinator(request).view, inp.plan_ref(plan_id), principal=None)\n",
+        "        view = await _call(_reads(request).view, inp.plan_ref(plan_id), principal=principal)\n",
+        "        view = await _call(_reads(request).view, inp.plan_ref(plan_id), principal=None)\n",
         tests=(TENANTS,),
         why="GET /v1/plans/{id} shows another tenant's plan to any token that may read"),
     mutation(
         "page-reads-as-the-operator", "I44", "orchestrator/api/ui/routes.py",
-        "        return await run_in_threadpool(read_snapshot, _client(request), inp.plan_ref(plan_id), who)\n",
-        "        return await run_in_threadpool(read_snapshot, _client(request), inp.plan_ref(plan_id), None)\n",
+        "        return await run_in_threadpool(read_snapshot, _reads(request), inp.plan_ref(plan_id), who)\n",
+        "        return await run_in_threadpool(read_snapshot, _reads(request), inp.plan_ref(plan_id), None)\n",
         tests=(PAGE,),
         why="the plan page shows another tenant's plan to anyone signed in"),
     mutation(
-        "listing-not-scoped-to-the-tenant", "I44", "orchestrator/control/coordinator.py",
+        "listing-not-scoped-to-the-tenant", "I44", "orchestrator/control/reads.py",
         "        return listing.list_plans(self.db, tenant=tenant, **filters)\n",
         "        return listing.list_plans(self.db, tenant=None, **filters)\n",
         tests=(TENANTS,),

@@ -86,7 +86,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(SCOPED,),
         why="the operator's lookup of a task id used by several tenants silently picks one of their plans"),
     mutation(
-        "coordinator-finds-plans-in-every-tenant", "I20", "orchestrator/control/coordinator.py",
+        "coordinator-finds-plans-in-every-tenant", "I20", "orchestrator/control/reads.py",
         "        return plans.resolve(self.db, ref, tenant=tenant)\n",
         "        return plans.resolve(self.db, ref, tenant=None)\n",
         tests=(f"{CALLERS}::test_a_principal_finds_cancels_and_resumes_only_its_tenants_plans",),

@@ -119,7 +119,7 @@ def test_each_expert_gets_the_passages_of_its_own_task_and_cites_only_what_it_wa
     # what users see: every citation resolves to a stored passage, and was in its phase's prompt
     prompts = {"security": security, "customers": customers, "synthesis": model.prompt_of("synthesis")}
     for key, text in texts.items():
-        cited = planes.coordinator.citations(plan_id, text)
+        cited = planes.coordinator.reads.citations(plan_id, text)
         assert cited and not any(c.unresolved for c in cited), key
         assert {c.ref for c in cited} <= {p.ref for p in passages_in(prompts[key])}, key
         for c in cited:

@@ -1,4 +1,4 @@
-"""The remote client's edges that a real server rarely shows, over ``httpx.MockTransport``:
+"""The HTTP backend's edges that a real server rarely shows, over ``httpx.MockTransport``:
 a server that replays an event the client has seen, a stream that ends while the plan runs,
 and error answers whose code the client does not know."""
 
@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from orchestrator.client.remote import RemoteConclave
+from orchestrator.client.conclave import Conclave
 from orchestrator.core.errors import ConclaveError, Forbidden, InvalidRequest, PlanNotFound, ServiceUnavailable
 from orchestrator.plan.views import PlanView
 
@@ -38,8 +38,8 @@ def view(status: str) -> dict[str, Any]:
             "usage": {}, "phases": []}
 
 
-def remote(handler: Any) -> RemoteConclave:
-    return RemoteConclave("http://127.0.0.1:9", token="tok", transport=httpx.MockTransport(handler))
+def remote(handler: Any) -> Conclave:
+    return Conclave.connect("http://127.0.0.1:9", token="tok", transport=httpx.MockTransport(handler))
 
 
 def test_watch_reconnects_from_the_last_event_and_skips_what_it_has_seen() -> None:

@@ -1,4 +1,4 @@
-"""The Python client's remote mode: the calls of :class:`~orchestrator.client.conclave.Conclave`,
+"""The client's HTTP backend: the calls of :class:`~orchestrator.client.conclave.Conclave`,
 made over the HTTP API (docs/api.md) by a program that reaches a cluster only through it.
 
     from orchestrator import Conclave
@@ -9,7 +9,7 @@ made over the HTTP API (docs/api.md) by a program that reaches a cluster only th
             ...
         print(conclave.result(plan_id))
 
-What a program can count on, whichever mode it runs in:
+What a program can count on, whichever backend it runs over (:mod:`orchestrator.client.backend`):
 
 - the same return types with the same contents (:class:`PlanView`, :class:`SubmitResult`,
   :class:`CancelResult`, :class:`ResumeResult`, :class:`EventRecord`);
@@ -19,10 +19,10 @@ What a program can count on, whichever mode it runs in:
   its HTTP status and keeps the server's code;
 - briefing ``path`` entries are read here, on the user's side, and sent as text.
 
-Remote only: a transport failure is :class:`ServiceUnavailable` naming the URL, and
-:meth:`RemoteConclave.watch` reconnects after a broken connection with ``Last-Event-ID``, so
+Over HTTP only: a transport failure is :class:`ServiceUnavailable` naming the URL, and
+:meth:`HttpBackend.watch` reconnects after a broken connection with ``Last-Event-ID``, so
 every stored event arrives exactly once, in id order (text chunks sent while it was away are
-lost: :meth:`RemoteConclave.phase_text` has the full text). The token travels only in the
+lost: :meth:`HttpBackend.phase_text` has the full text). The token travels only in the
 ``Authorization`` header: it is never logged, printed or part of a ``repr``.
 """
 
@@ -33,18 +33,17 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import MISSING, fields
 from datetime import datetime
 from functools import partial
-from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
 
 from orchestrator.briefing.documents import ChunkSpan, CitationView, DocumentSummary, DocumentView
+from orchestrator.client.backend import Moment, PlanSource, Values
 from orchestrator.client.local_briefing import load_local_plan
 from orchestrator.control.coordinator import CancelResult, ResumeResult, SubmitResult
 from orchestrator.core import errors
@@ -61,21 +60,21 @@ from orchestrator.core.errors import (
 )
 from orchestrator.core.settings import Settings
 from orchestrator.gateway.providers.sse import SSEDecoder, SSEEvent
-from orchestrator.plan.schema import BoardPlan, TeamPlan, dump_plan
-from orchestrator.plan.views import PhaseView, PlanView, UsageView, wait_final
+from orchestrator.plan.schema import dump_plan
+from orchestrator.plan.views import PhaseView, PlanView, UsageView
 from storage.read_models import EventRecord
 from storage.status import PhaseStatus, PlanStatus
 
-PlanSource = str | Path | dict[str, Any] | BoardPlan | TeamPlan
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 RETRY_MIN, RETRY_MAX = 0.1, 2.0  # seconds between reconnects of the event stream (2.0: the API's `retry:`)
 
 
-class RemoteConclave:
+class HttpBackend:
     """:class:`~orchestrator.client.conclave.Conclave` over HTTP (see the module docstring); build
     it with :meth:`Conclave.connect <orchestrator.client.conclave.Conclave.connect>`.
+    ``transport`` replaces the network (``httpx.MockTransport``, an in-process ASGI app).
 
     ``settings`` holds the user's side's limits for reading a plan and its briefing
     (``CONCLAVE_MAX_PLAN_BYTES``, ``CONCLAVE_BRIEFING_*``); the environment's by default.
@@ -98,19 +97,11 @@ class RemoteConclave:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"RemoteConclave({self.url!r})"
+        return f"HttpBackend({self.url!r})"
 
     # -------------------------------------------------------------- operations
 
-    def submit(self, plan: PlanSource) -> str:
-        """Send a plan (a path, YAML/JSON text, a mapping or a plan object) and return its id.
-        Idempotent per the plan's ``task_id``. Briefing ``path`` entries are read here
-        (beside the plan file, or in the working directory) and sent as text."""
-        return self.submit_result(plan).plan_id
-
     def submit_result(self, plan: PlanSource) -> SubmitResult:
-        """:meth:`submit`, with the API's whole answer: ``created`` is False when the plan's
-        ``task_id`` was already submitted with this plan; ``enqueued`` lists the phases sent."""
         local = load_local_plan(plan, self.settings)
         for skipped in local.skipped:
             log.warning("briefing: skipped %s: %s", skipped.path, skipped.reason,
@@ -122,10 +113,6 @@ class RemoteConclave:
     def get(self, plan_id: str) -> PlanView:
         body = self._json("GET", _plan_path(plan_id))
         return self._read(lambda: plan_view_from_dict(body))
-
-    def wait(self, plan_id: str, timeout: float | None = None, poll: float = 0.25) -> PlanView:
-        """Block until the plan is final; raises :class:`WaitTimeout`."""
-        return wait_final(self.get, plan_id, timeout, poll)
 
     def result(self, plan_id: str) -> str:
         """The full text of the final phase; :class:`NotReady` while there is none."""
@@ -172,9 +159,8 @@ class RemoteConclave:
         return self._read(lambda: ResumeResult(plan_id=str(body["plan_id"]), enqueued=list(body["enqueued"]),
                                                retried=list(body["retried"]), status=PlanStatus(body["status"])))
 
-    def list_plans(self, *, status: str | Sequence[str] | None = None, label: str | Sequence[str] | None = None,
-                   created_after: datetime | str | None = None, created_before: datetime | str | None = None,
-                   task_id: str | None = None, limit: int | None = None,
+    def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
+                   created_before: Moment = None, task_id: str | None = None, limit: int | None = None,
                    cursor: str | None = None) -> dict[str, Any]:
         """One page of the plans the token may see, newest first: ``{"plans": [...],
         "next_cursor": str | None}``; pass ``next_cursor`` back as ``cursor`` for the next.
@@ -218,13 +204,6 @@ class RemoteConclave:
         for sub in subs:
             sub.close()
         self._http.close()
-
-    def __enter__(self) -> RemoteConclave:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
     # -------------------------------------------------------------- the event stream
 
@@ -323,17 +302,17 @@ class RemoteConclave:
 
 
 class _StreamSubscription:
-    """:meth:`RemoteConclave.subscribe`: a daemon thread reads the stream into a queue.
+    """:meth:`HttpBackend.subscribe`: a daemon thread reads the stream into a queue.
     ``close()`` stops it at the stream's next message or keep-alive (within seconds)."""
 
-    def __init__(self, remote: RemoteConclave, plan_id: str) -> None:
+    def __init__(self, remote: HttpBackend, plan_id: str) -> None:
         self._queue: queue.Queue[dict[str, Any]] = queue.Queue()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._pump, args=(remote, plan_id), daemon=True,
                                         name=f"conclave-events-{plan_id[:12]}")
         self._thread.start()
 
-    def _pump(self, remote: RemoteConclave, plan_id: str) -> None:
+    def _pump(self, remote: HttpBackend, plan_id: str) -> None:
         try:
             for message in remote._follow(plan_id, 0, self._stop):
                 self._queue.put(message)

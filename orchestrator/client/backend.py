@@ -1,0 +1,64 @@
+"""The port under :class:`~orchestrator.client.conclave.Conclave`: what a client backend does.
+
+Two backends implement it — :class:`~orchestrator.client.local.LocalBackend` (the coordinator
+and the read side in this process, with the embedded worker when no services are configured)
+and :class:`~orchestrator.client.over_http.HttpBackend` (the HTTP API, one ``httpx.Client``) —
+and the facade is written once against it, so the two modes cannot drift apart: a call the
+facade offers is a call both backends answer, with the same types and the same errors
+(:mod:`orchestrator.core.errors`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from orchestrator.briefing.documents import CitationView, DocumentSummary, DocumentView
+from orchestrator.control.coordinator import CancelResult, ResumeResult, SubmitResult
+from orchestrator.core.bus import Subscription
+from orchestrator.core.settings import Settings
+from orchestrator.plan.schema import BoardPlan, TeamPlan
+from orchestrator.plan.views import PlanView
+from storage.read_models import EventRecord
+
+PlanSource = str | Path | dict[str, Any] | BoardPlan | TeamPlan
+Values = str | Sequence[str] | None  # one filter value, or any of several
+Moment = datetime | str | None  # ISO 8601 text is read as the API reads it (without a zone: UTC)
+
+
+class ConclaveBackend(Protocol):
+    """Each method is documented on the facade (:class:`~orchestrator.client.conclave.Conclave`)."""
+
+    settings: Settings  # the user's side's limits (plan size, briefing files)
+
+    def submit_result(self, plan: PlanSource) -> SubmitResult: ...
+
+    def get(self, plan_id: str) -> PlanView: ...
+
+    def result(self, plan_id: str) -> str: ...
+
+    def phase_text(self, plan_id: str, key: str) -> str | None: ...
+
+    def citations(self, plan_id: str, key: str | None = None) -> list[CitationView]: ...
+
+    def documents(self, plan_id: str) -> list[DocumentSummary]: ...
+
+    def document(self, plan_id: str, doc_id: str) -> DocumentView: ...
+
+    def cancel(self, plan_id: str) -> CancelResult: ...
+
+    def resume(self, plan_id: str, *, retry_failed: bool = False) -> ResumeResult: ...
+
+    def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
+                   created_before: Moment = None, task_id: str | None = None, limit: int | None = None,
+                   cursor: str | None = None) -> dict[str, Any]: ...
+
+    def events(self, plan_id: str, after: int = 0) -> Iterator[EventRecord]: ...
+
+    def watch(self, plan_id: str, after: int = 0) -> Iterator[dict[str, Any]]: ...
+
+    def subscribe(self, plan_id: str) -> Subscription: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,241 @@
+"""The client's local backend: the coordinator and the read side, called in this process.
+
+It owns what a process of the control plane needs — the Celery app (the dispatcher's), a
+database pool, the bus, a :class:`~orchestrator.control.coordinator.Coordinator` for the
+commands and a :class:`~orchestrator.control.reads.PlanReads` for the reads — and, with no
+broker configured, the embedded worker (:mod:`orchestrator.fleet.embedded`), which lives as
+long as the backend. The API (:mod:`orchestrator.api`) serves one of these; the operator's
+tools and the tests reach its parts through :attr:`Conclave.local
+<orchestrator.client.conclave.Conclave.local>`.
+
+The caller is the operator: every tenant's plans are in reach.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+from orchestrator.briefing.documents import CitationView, DocumentSummary, DocumentView
+from orchestrator.client.backend import Moment, PlanSource, Values
+from orchestrator.client.local_briefing import load_local_plan
+from orchestrator.control.coordinator import CancelResult, Coordinator, ResumeResult, SubmitResult
+from orchestrator.control.dispatch import CeleryDispatcher
+from orchestrator.control.reads import PlanReads
+from orchestrator.core.bus import Bus, Subscription, open_bus
+from orchestrator.core.errors import InvalidRequest, NotReady
+from orchestrator.core.settings import Settings
+from orchestrator.fleet.celery_app import Shared, build_app, share
+from orchestrator.plan.schema import LABEL_RE, MAX_LABELS, TASK_ID_RE
+from orchestrator.plan.views import PlanView
+from storage import Database, connect, upgrade
+from storage.listing import MAX_PAGE, Page, PlanSummary, decode_cursor
+from storage.read_models import EventRecord
+from storage.status import PlanStatus
+
+log = logging.getLogger(__name__)
+PAGE = 500  # stored events read at a time by watch()
+
+
+class LocalBackend:
+    def __init__(self, settings: Settings, *, db: Database | None = None, bus: Bus | None = None,
+                 worker: bool = True) -> None:
+        self.settings = settings
+        self.app = build_app(settings)
+        if settings.embedded:
+            upgrade(settings.effective_database_url)
+        self.db = db or connect(settings.effective_database_url, pool_size=4)
+        self._owns_bus = bus is None
+        self.bus = bus = bus or open_bus(settings.redis_url)
+        self.coordinator = Coordinator(self.db, settings, CeleryDispatcher(self.app), bus)
+        self.reads = PlanReads(self.db)
+        # a worker running in this process (embedded mode) shares these instead of
+        # building its own: see orchestrator.fleet.celery_app.Shared
+        self._shared = Shared(settings, self.db, bus, self.coordinator)
+        share(self.app, self._shared)
+        self._embedded: Any = None
+        if settings.embedded and worker:
+            self._start_embedded()
+
+    def _start_embedded(self) -> None:
+        from orchestrator.fleet.embedded import EmbeddedWorker
+
+        self._embedded = EmbeddedWorker(self.app, self.coordinator, concurrency=self.settings.concurrency,
+                                        reconcile_every=self.settings.reconcile_interval)
+        self._embedded.start()
+
+    def __repr__(self) -> str:
+        return f"LocalBackend({'embedded' if self.settings.embedded else 'cluster'})"
+
+    # -------------------------------------------------------------- operations
+
+    def submit_result(self, plan: PlanSource) -> SubmitResult:
+        # embedded, this process is the user's side: it reads the briefing's paths; a
+        # cluster's coordinator refuses a plan that still names one
+        if self.settings.embedded:
+            local = load_local_plan(plan, self.settings)
+            for skipped in local.skipped:
+                log.warning("briefing: skipped %s: %s", skipped.path, skipped.reason,
+                            extra={"action": "briefing.skipped"})
+            plan = local.plan
+        return self.coordinator.submit(plan)
+
+    def get(self, plan_id: str) -> PlanView:
+        return self.reads.view(plan_id)
+
+    def result(self, plan_id: str) -> str:
+        text = self.reads.result_text(plan_id)
+        if text is None:
+            raise NotReady(f"plan {plan_id} has no result yet ({self.get(plan_id).status})")
+        return text
+
+    def phase_text(self, plan_id: str, key: str) -> str | None:
+        return self.reads.phase_text(self.reads.get_plan(plan_id).id, key)
+
+    def citations(self, plan_id: str, key: str | None = None) -> list[CitationView]:
+        plan = self.reads.get_plan(plan_id)
+        text = self.reads.result_text(plan.id) if key is None else self.reads.phase_text(plan.id, key)
+        return self.reads.citations(plan.id, text) if text else []
+
+    def documents(self, plan_id: str) -> list[DocumentSummary]:
+        return self.reads.documents(plan_id)
+
+    def document(self, plan_id: str, doc_id: str) -> DocumentView:
+        return self.reads.document(plan_id, doc_id)
+
+    def cancel(self, plan_id: str) -> CancelResult:
+        return self.coordinator.cancel(plan_id)
+
+    def resume(self, plan_id: str, *, retry_failed: bool = False) -> ResumeResult:
+        return self.coordinator.resume(plan_id, retry_failed=retry_failed)
+
+    def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
+                   created_before: Moment = None, task_id: str | None = None, limit: int | None = None,
+                   cursor: str | None = None) -> dict[str, Any]:
+        page = self.reads.list_plans(
+            statuses=[_status(s) for s in _many(status)], labels=_labels(_many(label)),
+            created_after=_moment("created_after", created_after),
+            created_before=_moment("created_before", created_before), task_id=_task_id(task_id),
+            limit=_limit(limit), cursor=_cursor(cursor))
+        return page_dict(page)
+
+    def events(self, plan_id: str, after: int = 0) -> Iterator[EventRecord]:
+        yield from self.reads.list_events(plan_id, after=after)
+
+    def watch(self, plan_id: str, after: int = 0, poll: float = 0.5) -> Iterator[dict[str, Any]]:
+        plan_id = self.reads.get_plan(plan_id).id
+        sub = self.subscribe(plan_id)  # before the first read: no gap
+        try:
+            last = after
+            while True:
+                final = self.reads.get_plan(plan_id).final  # first: the events read next include its end
+                stored = self.reads.list_events(plan_id, after=last, limit=PAGE)
+                for e in stored:
+                    yield {**e.message(), "created_at": e.created_at.isoformat()}
+                    last = e.id
+                if len(stored) == PAGE:
+                    continue
+                if final:
+                    return
+                deadline = time.monotonic() + poll
+                while (left := deadline - time.monotonic()) > 0:
+                    msg = sub.get(left)
+                    if msg is None:
+                        break
+                    if msg.get("type") == "chunk":
+                        yield msg
+                    elif isinstance(msg.get("id"), int) and msg["id"] > last:
+                        break  # a stored event: read it from the database, in order
+        finally:
+            sub.close()
+
+    def subscribe(self, plan_id: str) -> Subscription:
+        return self.bus.subscribe(plan_id)
+
+    def close(self) -> None:
+        if self._embedded is not None:
+            self._embedded.stop()
+            self._embedded = None
+        self._shared.close()
+        if self._owns_bus:
+            self.bus.close()
+        self.db.dispose()
+
+
+def page_dict(page: Page) -> dict[str, Any]:
+    """A page of plans as ``GET /v1/plans`` answers it: ``{"plans": [...], "next_cursor": …}``."""
+    return {"plans": [summary_dict(p) for p in page.plans], "next_cursor": page.next_cursor}
+
+
+def summary_dict(p: PlanSummary) -> dict[str, Any]:
+    out = asdict(p)
+    out["status"] = p.status.value  # what JSON carries
+    out["created_at"] = p.created_at.isoformat()
+    out["finished_at"] = p.finished_at.isoformat() if p.finished_at else None
+    return out
+
+
+# ------------------------------------------------------------------ the listing's filters, as the API checks them
+
+
+def _refused(name: str, message: str) -> InvalidRequest:
+    return InvalidRequest(f"{name}: {message}", details=[{"field": name, "message": message}])
+
+
+def _many(value: Values) -> list[str]:
+    return [value] if isinstance(value, str) else list(value or ())
+
+
+def _status(value: str) -> PlanStatus:
+    try:
+        return PlanStatus(value)
+    except ValueError:
+        raise _refused("status", f"{value!r} is not a plan status") from None
+
+
+def _labels(values: Sequence[str]) -> list[str]:
+    if len(values) > MAX_LABELS:
+        raise _refused("label", f"at most {MAX_LABELS} labels")
+    for value in values:
+        if not re.match(LABEL_RE, value):
+            raise _refused("label", f"{value!r} is not a label")
+    return list(values)
+
+
+def _moment(name: str, value: Moment) -> datetime | None:
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise _refused(name, "not an ISO 8601 date and time") from None
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+def _task_id(value: str | None) -> str | None:
+    if value is not None and not (0 < len(value) <= 200 and re.match(TASK_ID_RE, value)):
+        raise _refused("task_id", "not a task_id")
+    return value
+
+
+def _limit(value: int | None) -> int:
+    if value is None:
+        return 50
+    if not 1 <= value <= MAX_PAGE:
+        raise _refused("limit", f"between 1 and {MAX_PAGE}")
+    return value
+
+
+def _cursor(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            decode_cursor(value)
+        except ValueError as exc:
+            raise _refused("cursor", str(exc)) from None
+    return value
