@@ -15,10 +15,9 @@ whose blocking calls run in the thread pool; bodies and path values are read thr
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -42,8 +41,9 @@ from orchestrator.api.schemas import (
     errors,
 )
 from orchestrator.briefing.documents import DocumentView
-from orchestrator.client.local import LocalBackend, page_dict
+from orchestrator.client.local import LocalBackend
 from orchestrator.control.coordinator import CancelResult, Coordinator, ResumeResult
+from orchestrator.control.plan_query import PlanQuery, page_dict
 from orchestrator.control.reads import PlanReads
 from orchestrator.core.errors import (
     CapacityExceeded,
@@ -56,10 +56,10 @@ from orchestrator.core.errors import (
     SubmitRateLimited,
 )
 from orchestrator.core.settings import Settings
-from orchestrator.plan.schema import LABEL_RE, MAX_LABELS, TASK_ID_RE
+from orchestrator.plan.schema import MAX_LABELS, TASK_ID_RE
 from orchestrator.plan.views import PlanView
 from storage.identity import READ, WRITE, Principal
-from storage.listing import MAX_PAGE, decode_cursor
+from storage.listing import MAX_PAGE
 from storage.status import PlanStatus
 
 T = TypeVar("T")
@@ -138,18 +138,9 @@ def plans_router(settings: Settings) -> APIRouter:
         principal: Principal | None = reader,
     ) -> JSONResponse:
         """The caller's plans (an admin's: every tenant's), newest first, a page at a time."""
-        for value in label or []:
-            if not re.match(LABEL_RE, value):
-                raise InvalidRequest(f"label: {value!r} is not a label",
-                                     details=inp.field_error("label", "not a label"))
-        if cursor is not None:
-            try:
-                decode_cursor(cursor)
-            except ValueError as exc:
-                raise InvalidRequest(f"cursor: {exc}", details=inp.field_error("cursor", str(exc))) from None
-        page = await _call(_reads(request).list_plans, principal=principal, statuses=status or (),
-                           labels=label or (), created_after=_utc(created_after), created_before=_utc(created_before),
-                           task_id=task_id, limit=limit, cursor=cursor)
+        query = PlanQuery.check(status=status, label=label, created_after=created_after,
+                                created_before=created_before, task_id=task_id, limit=limit, cursor=cursor)
+        page = await _call(_reads(request).list_plans, principal=principal, **query.as_filters())
         return JSONResponse(page_dict(page))
 
     @router.get("/plans/{plan_id}", response_model=PlanView, responses=errors(401, 403, 404, 422))
@@ -268,12 +259,6 @@ def _coordinator(request: Request) -> Coordinator:
 
 def _reads(request: Request) -> PlanReads:
     return _local(request).reads
-
-
-def _utc(moment: datetime | None) -> datetime | None:
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=UTC)
 
 
 def _unwrap(doc: Any) -> dict[str, Any]:

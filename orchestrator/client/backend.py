@@ -10,13 +10,13 @@ facade offers is a call both backends answer, with the same types and the same e
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from datetime import datetime
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.briefing.documents import CitationView, DocumentSummary, DocumentView
 from orchestrator.control.coordinator import CancelResult, ResumeResult, SubmitResult
+from orchestrator.control.plan_query import Moment, Values
 from orchestrator.core.bus import Subscription
 from orchestrator.core.settings import Settings
 from orchestrator.plan.schema import BoardPlan, TeamPlan
@@ -24,8 +24,6 @@ from orchestrator.plan.views import PlanView
 from storage.read_models import EventRecord
 
 PlanSource = str | Path | dict[str, Any] | BoardPlan | TeamPlan
-Values = str | Sequence[str] | None  # one filter value, or any of several
-Moment = datetime | str | None  # ISO 8601 text is read as the API reads it (without a zone: UTC)
 
 
 class ConclaveBackend(Protocol):

@@ -24,9 +24,10 @@ from types import TracebackType
 from typing import Any
 
 from orchestrator.briefing.documents import CitationView, DocumentSummary, DocumentView
-from orchestrator.client.backend import ConclaveBackend, Moment, PlanSource, Values
+from orchestrator.client.backend import ConclaveBackend, PlanSource
 from orchestrator.client.local import LocalBackend
 from orchestrator.control.coordinator import CancelResult, ResumeResult, SubmitResult
+from orchestrator.control.plan_query import Moment, Values
 from orchestrator.core.bus import Bus, Subscription
 from orchestrator.core.errors import InvalidConfiguration
 from orchestrator.core.settings import Settings

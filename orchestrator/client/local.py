@@ -14,29 +14,24 @@ The caller is the operator: every tenant's plans are in reach.
 from __future__ import annotations
 
 import logging
-import re
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict
-from datetime import UTC, datetime
+from collections.abc import Iterator
 from typing import Any
 
 from orchestrator.briefing.documents import CitationView, DocumentSummary, DocumentView
-from orchestrator.client.backend import Moment, PlanSource, Values
+from orchestrator.client.backend import PlanSource
 from orchestrator.client.local_briefing import load_local_plan
 from orchestrator.control.coordinator import CancelResult, Coordinator, ResumeResult, SubmitResult
 from orchestrator.control.dispatch import CeleryDispatcher
+from orchestrator.control.plan_query import Moment, PlanQuery, Values, page_dict
 from orchestrator.control.reads import PlanReads
 from orchestrator.core.bus import Bus, Subscription, open_bus
-from orchestrator.core.errors import InvalidRequest, NotReady
+from orchestrator.core.errors import NotReady
 from orchestrator.core.settings import Settings
 from orchestrator.fleet.celery_app import Shared, build_app, share
-from orchestrator.plan.schema import LABEL_RE, MAX_LABELS, TASK_ID_RE
 from orchestrator.plan.views import PlanView
 from storage import Database, connect, upgrade
-from storage.listing import MAX_PAGE, Page, PlanSummary, decode_cursor
 from storage.read_models import EventRecord
-from storage.status import PlanStatus
 
 log = logging.getLogger(__name__)
 PAGE = 500  # stored events read at a time by watch()
@@ -117,12 +112,9 @@ class LocalBackend:
     def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
                    created_before: Moment = None, task_id: str | None = None, limit: int | None = None,
                    cursor: str | None = None) -> dict[str, Any]:
-        page = self.reads.list_plans(
-            statuses=[_status(s) for s in _many(status)], labels=_labels(_many(label)),
-            created_after=_moment("created_after", created_after),
-            created_before=_moment("created_before", created_before), task_id=_task_id(task_id),
-            limit=_limit(limit), cursor=_cursor(cursor))
-        return page_dict(page)
+        query = PlanQuery.check(status=status, label=label, created_after=created_after,
+                                created_before=created_before, task_id=task_id, limit=limit, cursor=cursor)
+        return page_dict(self.reads.list_plans(**query.as_filters()))
 
     def events(self, plan_id: str, after: int = 0) -> Iterator[EventRecord]:
         yield from self.reads.list_events(plan_id, after=after)
@@ -165,77 +157,3 @@ class LocalBackend:
         if self._owns_bus:
             self.bus.close()
         self.db.dispose()
-
-
-def page_dict(page: Page) -> dict[str, Any]:
-    """A page of plans as ``GET /v1/plans`` answers it: ``{"plans": [...], "next_cursor": …}``."""
-    return {"plans": [summary_dict(p) for p in page.plans], "next_cursor": page.next_cursor}
-
-
-def summary_dict(p: PlanSummary) -> dict[str, Any]:
-    out = asdict(p)
-    out["status"] = p.status.value  # what JSON carries
-    out["created_at"] = p.created_at.isoformat()
-    out["finished_at"] = p.finished_at.isoformat() if p.finished_at else None
-    return out
-
-
-# ------------------------------------------------------------------ the listing's filters, as the API checks them
-
-
-def _refused(name: str, message: str) -> InvalidRequest:
-    return InvalidRequest(f"{name}: {message}", details=[{"field": name, "message": message}])
-
-
-def _many(value: Values) -> list[str]:
-    return [value] if isinstance(value, str) else list(value or ())
-
-
-def _status(value: str) -> PlanStatus:
-    try:
-        return PlanStatus(value)
-    except ValueError:
-        raise _refused("status", f"{value!r} is not a plan status") from None
-
-
-def _labels(values: Sequence[str]) -> list[str]:
-    if len(values) > MAX_LABELS:
-        raise _refused("label", f"at most {MAX_LABELS} labels")
-    for value in values:
-        if not re.match(LABEL_RE, value):
-            raise _refused("label", f"{value!r} is not a label")
-    return list(values)
-
-
-def _moment(name: str, value: Moment) -> datetime | None:
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            raise _refused(name, "not an ISO 8601 date and time") from None
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=UTC)
-
-
-def _task_id(value: str | None) -> str | None:
-    if value is not None and not (0 < len(value) <= 200 and re.match(TASK_ID_RE, value)):
-        raise _refused("task_id", "not a task_id")
-    return value
-
-
-def _limit(value: int | None) -> int:
-    if value is None:
-        return 50
-    if not 1 <= value <= MAX_PAGE:
-        raise _refused("limit", f"between 1 and {MAX_PAGE}")
-    return value
-
-
-def _cursor(value: str | None) -> str | None:
-    if value is not None:
-        try:
-            decode_cursor(value)
-        except ValueError as exc:
-            raise _refused("cursor", str(exc)) from None
-    return value

@@ -43,9 +43,10 @@ from urllib.parse import quote
 import httpx
 
 from orchestrator.briefing.documents import ChunkSpan, CitationView, DocumentSummary, DocumentView
-from orchestrator.client.backend import Moment, PlanSource, Values
+from orchestrator.client.backend import PlanSource
 from orchestrator.client.local_briefing import load_local_plan
 from orchestrator.control.coordinator import CancelResult, ResumeResult, SubmitResult
+from orchestrator.control.plan_query import Moment, Values
 from orchestrator.core import errors
 from orchestrator.core.errors import (
     ConclaveError,

@@ -4,8 +4,9 @@ that must catch it (``make mutants`` applies each in a scratch copy and runs the
 One module per family of invariants; :data:`MUTATIONS` is all of them. Every
 invariant id in DESIGN.md needs at least one mutation; add one with each invariant
 you add, then run ``python -m tests.mutants.run --table`` to regenerate
-``docs/invariants.md`` (a unit test fails while it is out of date). Pick the fastest tests that catch the mutant (repository tests first,
-worker-process tests only where the behaviour needs processes).
+``docs/invariants.md`` (a unit test fails while it is out of date). Pick the fastest
+tests that catch the mutant (repository tests first, worker-process tests only where
+the behaviour needs processes).
 
 When code moves and the runner reports a stale anchor, copy the guarded line's new
 text into ``old`` and its broken version into ``new``; keep ``name`` stable.
