@@ -333,7 +333,7 @@ def api(host: str, port: int) -> None:
     import uvicorn
 
     from orchestrator.api import create_app
-    from orchestrator.api.protocol import JsonErrorsProtocol
+    from orchestrator.api.uvicorn_protocol import JsonErrorsProtocol
     from orchestrator.plan.registry import ModelResolver
 
     settings = _settings()

@@ -1,6 +1,6 @@
 """Operational routes: ``/healthz`` (the process is up), ``/readyz`` (the database
 and the broker answer), ``/metrics`` (Prometheus text: the gauges of live plans and phases
-of :mod:`orchestrator.metrics.fleet`, read from the database on every scrape through indexes
+of :mod:`orchestrator.metrics.live_gauges`, read from the database on every scrape through indexes
 that skip history, so any API replica reports the same numbers at the same cost).
 
 The probes need no token; ``/metrics`` needs the ``admin`` scope when authentication

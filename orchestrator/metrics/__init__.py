@@ -7,14 +7,14 @@
 - :mod:`~orchestrator.metrics.processes` — where a worker's values live (memory, or files a
   prefork pool's processes share) and what its exporter serves;
 - :mod:`~orchestrator.metrics.exporter` — a worker's ``/metrics`` over HTTP;
-- :mod:`~orchestrator.metrics.fleet` — the API's gauges of live plans and phases.
+- :mod:`~orchestrator.metrics.live_gauges` — the API's gauges of live plans and phases.
 
 Recording never adds a SQL statement or a network call to a phase: a worker's metrics are
 updated in memory (or a memory-mapped file) and read only when scraped.
 """
 
 from orchestrator.metrics.calls import MeasureCalls
-from orchestrator.metrics.fleet import FleetCollector
+from orchestrator.metrics.live_gauges import FleetCollector
 from orchestrator.metrics.recorder import Recorder, recorder
 
 __all__ = ["FleetCollector", "MeasureCalls", "Recorder", "recorder"]

@@ -7,7 +7,7 @@ usage and timings, and the synthesis with its citations linked — phase citatio
 highlighted in its document.
 
 The server renders HTML (:mod:`~orchestrator.api.ui.html`, :mod:`~orchestrator.api.ui.plan_list`,
-:mod:`~orchestrator.api.ui.plan`, :mod:`~orchestrator.api.ui.login`) from what it reads
+:mod:`~orchestrator.api.ui.plan_page`, :mod:`~orchestrator.api.ui.login`) from what it reads
 (:mod:`~orchestrator.api.ui.snapshot`); one small script, ``static/plan.js``, follows the
 plan's event stream and reads the JSON routes (GETs only). No build step. A browser
 authenticates with a session cookie (:mod:`orchestrator.api.session`).

@@ -30,8 +30,8 @@ from orchestrator.api import session
 from orchestrator.api.auth import Credentials
 from orchestrator.api.ui.html import SECURITY_HEADERS, error_page
 from orchestrator.api.ui.login import HOME, MAX_FORM, login_page, parse_form, safe_next
-from orchestrator.api.ui.plan import live_fragment, plan_page
 from orchestrator.api.ui.plan_list import PAGE_SIZE, listing_page
+from orchestrator.api.ui.plan_page import live_fragment, plan_page
 from orchestrator.api.ui.snapshot import PlanSnapshot, read_snapshot
 from orchestrator.control.reads import PlanReads
 from orchestrator.core.errors import (
