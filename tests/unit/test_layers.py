@@ -160,3 +160,12 @@ def test_there_is_no_import_cycle() -> None:
         if m not in state:
             visit(m)
     assert cycles == []
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """A name says which module it is: ``views.py`` twice, or a ``fleet.py`` beside a
+    ``fleet/`` package, makes a reader ask which one is meant."""
+    by_name: dict[str, list[str]] = {}
+    for module in MODULES:
+        by_name.setdefault(module.rsplit(".", 1)[-1], []).append(module)
+    assert {name: found for name, found in by_name.items() if len(found) > 1} == {}
