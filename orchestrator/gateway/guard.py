@@ -16,8 +16,8 @@ it here, is: :func:`guarded_call` → :func:`_read_stream` → (when the stream 
   aborted (every network provider's, the offline model's) is then handed over: its
   response is open, so the caller reads the rest itself, with no thread switch per
   chunk. A stream without ``abort()`` stays with its producer to the end.
-* ``should_stop()`` is also checked before each event is shown, so a cancelled call shows
-  nothing more.
+* ``should_stop()`` is also checked by the reader: before each wait on the producer's
+  queue, and before each event read from a handed-over stream is shown.
 * No first chunk, an empty stream, or a stream error before any text (other than rate
   limiting and fatal errors, which a non-streaming call would meet too) fall back to
   ``provider.complete()`` — itself run in a thread, watched up to the deadline — and its
@@ -150,7 +150,8 @@ def _read_stream(
     except Exception as exc:
         return _Outcome("", None, exc, "error")
     producer = _Producer(stream, iterator, spec)
-    events = producer.events()
+    # the producer's queue first; after a handover, the stream itself (``inline``)
+    events, inline = producer.events(should_stop), False
     try:
         with WATCHDOG.watching(watch, producer.trip):
             producer.start()
@@ -158,12 +159,12 @@ def _read_stream(
                 try:
                     event = next(events)
                 except StopIteration:
-                    if producer.taken and events is not iterator:  # handed over: read the rest here
-                        events = iterator
+                    if producer.taken and not inline:  # handed over: read the rest here
+                        events, inline = iterator, True
                         continue
                     return _Outcome("".join(parts), usage, None, "end")
                 except Exception as exc:
-                    if watch.reason == CANCELLED:
+                    if watch.reason == CANCELLED or isinstance(exc, _Stopped):
                         raise CallCancelled(f"model {spec.name!r}: cancelled",
                                             usage=_known(usage, request, parts)) from None
                     if watch.reason is not None:
@@ -172,7 +173,7 @@ def _read_stream(
                     return _Outcome("".join(parts), usage, exc, "error")
                 is_text = isinstance(event, TextDelta) and bool(event.text)
                 watch.saw(text=is_text)
-                if should_stop():
+                if inline and should_stop():  # the queue's reader checked before it waited
                     raise CallCancelled(f"model {spec.name!r}: cancelled", usage=_known(usage, request, parts))
                 if is_text:
                     parts.append(event.text)
@@ -185,6 +186,10 @@ def _read_stream(
 
 class _Tripped(Exception):
     """The watchdog gave the call up while its reader waited on the producer."""
+
+
+class _Stopped(Exception):
+    """``should_stop()`` said so before the reader waited on the producer."""
 
 
 class _Producer:
@@ -207,9 +212,13 @@ class _Producer:
     def start(self) -> None:
         self._thread.start()
 
-    def events(self) -> Iterator[Any]:
-        """The caller's side: the events the producer queued, until its end or its handover."""
+    def events(self, should_stop: ShouldStop) -> Iterator[Any]:
+        """The caller's side: the events the producer queued, until its end or its handover;
+        ``should_stop()`` is checked before each wait (an event that arrives during a wait
+        is shown: the watchdog's poll ends a wait with nothing to show)."""
         while True:
+            if should_stop():
+                raise _Stopped
             kind, payload = self._queue.get()
             if kind == _EVENT:
                 yield payload

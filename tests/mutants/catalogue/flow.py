@@ -83,8 +83,8 @@ MUTATIONS: tuple[Mutation, ...] = (
             "while it waits for its first chunk (or its fallback) keeps waiting"),
     mutation(
         "inline-read-not-cancellable", "I15", "orchestrator/gateway/guard.py",
-        "                watch.saw(text=is_text)\n                if should_stop():\n",
-        "                watch.saw(text=is_text)\n                if False:\n",
+        "                watch.saw(text=is_text)\n                if inline and should_stop():",
+        "                watch.saw(text=is_text)\n                if False:",
         tests=(f"{GUARD}::test_should_stop_cancels_a_running_stream_promptly",),
         why="a stream read on its caller's thread shows more text after its call was cancelled"),
     mutation(
