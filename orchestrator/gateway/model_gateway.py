@@ -32,8 +32,9 @@ from dataclasses import dataclass
 
 from orchestrator.gateway.budget import fit_request
 from orchestrator.gateway.failures import CallCancelled, LLMError, ProviderMisconfigured, RetryableError
-from orchestrator.gateway.guard import POLL_INTERVAL, guarded_call
+from orchestrator.gateway.guard import guarded_call
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, Provider, Usage
+from orchestrator.gateway.watchdog import POLL_INTERVAL
 
 logger = logging.getLogger(__name__)
 

@@ -1,66 +1,77 @@
-"""One thread per process that keeps every running model stream's clocks.
+"""The clocks of every running model call, kept by one thread per process.
 
-A stream read on its caller's thread cannot time itself out while it is blocked in
-a read. The watchdog does it from outside: each watched stream says when it is due
-(its first-chunk timeout until it has shown text, then its idle timeout from its
-last event, and its deadline), and the watchdog, which wakes at the earliest due
-time and at least every ``POLL_INTERVAL`` to poll each stream's ``should_stop()``,
-marks a stream that is due with the reason and calls its ``abort()``. The blocked
-read then fails at once, and the reader, seeing :attr:`Watch.reason`, knows why.
+A model call waits in three places — for its stream's first chunk, between chunks, for
+its non-streaming fallback — and none of them may hang or outlive a cancellation. The
+guard (:mod:`orchestrator.gateway.guard`) never looks at a clock itself: it registers the
+call's :class:`Watch` with the :data:`WATCHDOG` and reads. The watchdog wakes at the
+earliest due time and at least every ``POLL_INTERVAL`` to poll each call's
+``should_stop()``; a watch that is due gets its :attr:`Watch.reason` (once, never
+cleared) and then its ``trip`` is called: the guard's trip aborts the stream (which ends
+a read blocked on the caller's thread) and wakes a caller waiting on a queue. The
+reader, seeing :attr:`Watch.reason`, knows why its read ended.
 
-The reader's cost per event is two attribute writes (:meth:`Watch.saw`); there is
-no queue, no lock and no thread switch per chunk. A forked child starts its own
-thread on first use, like the bus's sender.
+A watch is due, as things stand: until the stream shows text, at its first-chunk timeout;
+after that, ``idle_timeout`` after its last event; always at the call's deadline. The
+reader's cost per event is :meth:`Watch.saw`, two attribute writes: no queue, no lock and
+no thread switch per chunk. A forked child starts its own thread on first use, like the
+bus's sender.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from orchestrator.gateway.types import ModelSpec
+
 log = logging.getLogger(__name__)
 
-POLL_INTERVAL = 0.25  # seconds between should_stop() polls of each watched stream
+POLL_INTERVAL = 0.25  # seconds between should_stop() polls of each watched call
 CANCELLED = "cancelled"  # the reason given when should_stop() said so
 
 
 class Watch:
-    """The clocks of one stream. The reader calls :meth:`saw` for every event; the
-    watchdog sets :attr:`reason` once (before it aborts) and never clears it."""
+    """The clocks of one model call. The reader calls :meth:`saw` for every event; the
+    watchdog sets :attr:`reason` once (before it trips) and never clears it."""
 
     __slots__ = (
-        "_abort",
         "_clock",
-        "_deadline_at",
         "_first_due",
         "_idle",
         "_should_stop",
+        "deadline_at",
         "has_text",
         "last_event",
         "reason",
+        "started",
+        "trip",
     )
 
-    def __init__(
-        self,
-        abort: Callable[[], None],
-        should_stop: Callable[[], bool],
-        *,
-        first_due: float,
-        idle: float,
-        deadline_at: float,
-        clock: Callable[[], float],
-        has_text: bool = False,
-        last_event: float | None = None,
-    ) -> None:
-        self._abort, self._should_stop, self._clock = abort, should_stop, clock
-        self._first_due, self._idle, self._deadline_at = first_due, idle, deadline_at
-        self.has_text = has_text
-        self.last_event = clock() if last_event is None else last_event
+    def __init__(self, spec: ModelSpec, should_stop: Callable[[], bool],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """Starts the call's clocks now."""
+        self._should_stop, self._clock = should_stop, clock
+        self.started = started = clock()
+        self.deadline_at = started + spec.deadline
+        self._first_due = started + spec.first_chunk_timeout
+        self._idle = spec.idle_timeout
+        self.has_text = False
+        self.last_event = started
         self.reason: str | None = None
+        self.trip: Callable[[], None] = _nothing  # what the watchdog does once this is due
+
+    def fallback(self) -> Watch:
+        """A watch of the same call for its non-streaming fallback: due at the deadline only."""
+        watch = Watch.__new__(Watch)
+        watch._should_stop, watch._clock = self._should_stop, self._clock
+        watch.started, watch.deadline_at, watch._first_due, watch._idle = self.started, self.deadline_at, math.inf, 0.0
+        watch.has_text, watch.last_event, watch.reason, watch.trip = False, self.last_event, None, _nothing
+        return watch
 
     def saw(self, *, text: bool) -> None:
         self.last_event = self._clock()
@@ -68,13 +79,14 @@ class Watch:
             self.has_text = True
 
     def due(self) -> tuple[float, str]:
-        """When this stream is given up, and why, as things stand."""
+        """When this call is given up, and why, as things stand."""
         if self.has_text:
-            return min((self.last_event + self._idle, "idle_timeout"), (self._deadline_at, "deadline"))
-        return min((self._first_due, "first_chunk_timeout"), (self._deadline_at, "deadline"))
+            return min((self.last_event + self._idle, "idle_timeout"), (self.deadline_at, "deadline"))
+        return min((self._first_due, "first_chunk_timeout"), (self.deadline_at, "deadline"))
 
     def _check(self) -> float | None:
-        """Trips the watch if it is due; returns its next due time (on the monotonic clock) if not."""
+        """Sets :attr:`reason` if the call is cancelled or due; else returns its next due
+        time (on the monotonic clock)."""
         try:
             stop = self._should_stop()
         except Exception:
@@ -89,9 +101,13 @@ class Watch:
 
     def _trip(self) -> None:
         try:
-            self._abort()
+            self.trip()
         except Exception:
-            log.debug("action=stream_abort_failed", exc_info=True)
+            log.debug("action=watch_trip_failed", exc_info=True)
+
+
+def _nothing() -> None:
+    pass
 
 
 class Watchdog:
@@ -101,7 +117,10 @@ class Watchdog:
         self._pid = 0
 
     @contextmanager
-    def watching(self, watch: Watch) -> Iterator[Watch]:
+    def watching(self, watch: Watch, trip: Callable[[], None]) -> Iterator[Watch]:
+        """Keeps ``watch``'s clocks while the block runs; ``trip`` is called (on the watchdog's
+        thread, after :attr:`Watch.reason` is set) if it falls due."""
+        watch.trip = trip
         with self._cond:
             if self._pid != os.getpid():  # first use, or a forked child: the thread did not survive
                 self._pid, self._watches = os.getpid(), set()

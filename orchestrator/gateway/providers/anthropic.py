@@ -17,21 +17,10 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
-
 from orchestrator.gateway.budget import estimate_usage
 from orchestrator.gateway.failures import LLMError, ProviderUnavailable
-from orchestrator.gateway.providers.http import (
-    HttpEventStream,
-    Secrets,
-    api_key,
-    endpoint,
-    extra_headers,
-    post_json,
-    secrets_of,
-    stream_error,
-    stream_response,
-)
+from orchestrator.gateway.providers.http import api_key, endpoint, extra_headers, secrets_of, stream_error
+from orchestrator.gateway.providers.http_provider import HttpProvider, HttpRequest
 from orchestrator.gateway.providers.sse import SSEDecoder, SSEEvent
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, StreamEvent, TextDelta, Usage, UsageReport
 
@@ -40,33 +29,11 @@ logger = logging.getLogger(__name__)
 API_VERSION = "2023-06-01"
 
 
-class AnthropicProvider:
+class AnthropicProvider(HttpProvider):
     name = "anthropic"
     default_base_url = "https://api.anthropic.com"
 
-    def __init__(self, *, transport: httpx.BaseTransport | None = None) -> None:
-        self._transport = transport
-
-    def stream(self, spec: ModelSpec, request: ChatRequest) -> HttpEventStream:
-        return HttpEventStream(lambda handle: self._events(handle, spec, request))
-
-    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
-        url, headers, body, secret = self._prepare(spec, request, streaming=False)
-        data = post_json(self.name, spec, url, headers, body, secret, self._transport)
-        if not isinstance(data, dict) or not isinstance(data.get("content"), list):
-            raise ProviderUnavailable("anthropic response has no content")
-        text = "".join(
-            str(block.get("text", ""))
-            for block in data["content"]
-            if isinstance(block, dict) and block.get("type") == "text"
-        )
-        raw = data.get("usage") or {}
-        usage = _usage(raw, raw.get("output_tokens")) or estimate_usage(request, text)
-        return Completion(text=text, usage=usage, finish_reason=data.get("stop_reason"))
-
-    def _prepare(
-        self, spec: ModelSpec, request: ChatRequest, *, streaming: bool
-    ) -> tuple[str, dict[str, str], dict[str, Any], Secrets]:
+    def http_request(self, spec: ModelSpec, request: ChatRequest, *, streaming: bool) -> HttpRequest:
         # a gateway may take the key in a configured header instead
         secret = api_key(spec, required="x-api-key" not in {h.lower() for h in spec.headers})
         url = endpoint(spec.base_url or self.default_base_url, "/v1", "/messages")
@@ -88,18 +55,13 @@ class AnthropicProvider:
             body["stream"] = True
         extra = extra_headers(spec)
         headers.update(extra)
-        return url, headers, body, secrets_of(secret, extra)
+        return self._request(spec, url, headers, body, secrets_of(secret, extra))
 
-    def _events(
-        self, handle: HttpEventStream, spec: ModelSpec, request: ChatRequest
-    ) -> Iterator[StreamEvent]:
-        url, headers, body, secret = self._prepare(spec, request, streaming=True)
-        decoder = SSEDecoder()
+    def events(self, chunks: Iterator[bytes], sent: HttpRequest) -> Iterator[StreamEvent]:
         start: dict[str, Any] | None = None  # message_start usage
         output: int | None = None
-        chunks = stream_response(handle, self.name, spec, url, headers, body, secret, self._transport)
         try:
-            for event in _decoded(chunks, decoder):
+            for event in _decoded(chunks, SSEDecoder()):
                 data = event.json()
                 kind = data.get("type", event.event) if isinstance(data, dict) else event.event
                 if kind == "message_start":
@@ -112,7 +74,7 @@ class AnthropicProvider:
                 elif kind == "message_delta":
                     output = (data.get("usage") or {}).get("output_tokens", output)
                 elif kind == "error":
-                    error = stream_error(self.name, data, secret)
+                    error = stream_error(self.name, data, sent.secret)
                     error.usage = _usage(start, output)
                     raise error
                 elif kind == "message_stop":
@@ -125,11 +87,21 @@ class AnthropicProvider:
             if exc.usage is None:
                 exc.usage = _usage(start, output)
             raise
-        finally:
-            chunks.close()
         usage = _usage(start, output)
         if usage is not None:
             yield UsageReport(usage)
+
+    def completion(self, data: Any, sent: HttpRequest, request: ChatRequest) -> Completion:
+        if not isinstance(data, dict) or not isinstance(data.get("content"), list):
+            raise ProviderUnavailable("anthropic response has no content")
+        text = "".join(
+            str(block.get("text", ""))
+            for block in data["content"]
+            if isinstance(block, dict) and block.get("type") == "text"
+        )
+        raw = data.get("usage") or {}
+        usage = _usage(raw, raw.get("output_tokens")) or estimate_usage(request, text)
+        return Completion(text=text, usage=usage, finish_reason=data.get("stop_reason"))
 
 
 def _decoded(chunks: Iterator[bytes], decoder: SSEDecoder) -> Iterator[SSEEvent]:

@@ -1,8 +1,9 @@
 """The HTTP plumbing every network provider shares: the key, the URL, the error
-mapping and the abortable streaming response.
+mapping, where a request may go and the pooled clients.
 
-``openai``, ``anthropic`` and ``ollama`` hold only their wire format; everything
-that touches the network goes through here, which guarantees:
+The providers are :class:`~orchestrator.gateway.providers.http_provider.HttpProvider`
+subclasses that hold only their wire format; everything that touches the network goes
+through here and through that base class, which guarantees:
 
 * the key is read from ``os.environ[spec.api_key_env]`` at call time and never
   stored; a missing key is ``ProviderMisconfigured`` naming the variable only;
@@ -10,14 +11,11 @@ that touches the network goes through here, which guarantees:
   tree whose message is built from safe parts only (provider, status, an error
   code that looks like one: :mod:`orchestrator.gateway.providers.error_text`) — never the body, which
   may echo the key; the body goes, redacted, to ``detail`` for the worker's log;
-* a streaming call can be aborted from another thread (``abort()`` shuts the
-  socket down, which wakes a read blocked in ``iter_bytes``); every blocking
-  read is also bounded by an httpx read timeout as a second line of defence;
 * the extra ``headers`` of a registered model are read from their variables at
   call time and redacted from messages like the key;
 * a call of an untrusted spec (a plan-defined model in a cluster) goes only where
-  its egress policy allows, to the address that was checked
-  (:meth:`orchestrator.gateway.egress.EgressPolicy.pin`); such a spec never reads a
+  its egress policy allows, to the address that was checked (:func:`aim`,
+  :meth:`orchestrator.gateway.egress.EgressPolicy.pin`); such a spec never reads a
   ``CONCLAVE_*`` variable and never sends configured headers;
 * redirects are never followed: a 3xx answer fails the call (``llm.egress_refused``);
 * one pooled client per process and destination (:func:`client_for`): keep-alive,
@@ -30,10 +28,8 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import os
-import socket
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -54,7 +50,7 @@ from orchestrator.gateway.failures import (
     StreamStalled,
 )
 from orchestrator.gateway.providers.error_text import reason, scrub
-from orchestrator.gateway.types import ModelSpec, StreamEvent
+from orchestrator.gateway.types import ModelSpec
 
 _CONTEXT_WORDS = (
     "context_length_exceeded",
@@ -245,66 +241,6 @@ def error_from_transport(provider: str, exc: httpx.TransportError, secret: Secre
     return ProviderUnavailable(public, detail=detail)
 
 
-class HttpEventStream:
-    """The iterator a network provider's ``stream()`` returns.
-
-    It behaves like the generator it wraps (``next``, ``close`` from the thread
-    that iterates) and adds ``abort()``, which is safe from any thread: it shuts
-    the socket of the in-flight response down so that a read blocked in
-    ``iter_bytes`` returns at once. The generator is lazy: nothing is sent until
-    the first ``next()``.
-    """
-
-    def __init__(self, events: Callable[[HttpEventStream], Iterator[StreamEvent]]) -> None:
-        self._lock = threading.Lock()
-        self._response: httpx.Response | None = None
-        self._aborted = False
-        self._events = events(self)
-
-    def __iter__(self) -> Iterator[StreamEvent]:
-        return self._events  # read directly, without a call of __next__ per event
-
-    def __next__(self) -> StreamEvent:
-        return next(self._events)
-
-    def close(self) -> None:
-        close = getattr(self._events, "close", None)
-        if close is not None:
-            close()
-
-    @property
-    def aborted(self) -> bool:
-        return self._aborted
-
-    def attach(self, response: httpx.Response) -> None:
-        """Called by the generator once the response is open."""
-        with self._lock:
-            self._response = response
-            aborted = self._aborted
-        if aborted:
-            _shutdown(response)
-
-    def abort(self) -> None:
-        with self._lock:
-            self._aborted = True
-            response = self._response
-        if response is not None:
-            _shutdown(response)
-
-
-def _shutdown(response: httpx.Response) -> None:
-    stream = response.extensions.get("network_stream")
-    sock = stream.get_extra_info("socket") if stream is not None else None
-    if sock is None:
-        return
-    try:
-        # socket.socket.shutdown, not SSLSocket.shutdown: the latter also drops the
-        # SSL object that the reading thread is still using.
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-    except OSError:
-        pass
-
-
 def aim(spec: ModelSpec, url: str, headers: dict[str, str]) -> tuple[str, dict[str, str], dict[str, Any]]:
     """Where the request really goes: unchanged for a trusted spec; for an untrusted one
     the URL and every address it resolves to are checked and the request is pinned
@@ -315,7 +251,7 @@ def aim(spec: ModelSpec, url: str, headers: dict[str, str]) -> tuple[str, dict[s
     return pinned.url, {**headers, **pinned.headers}, pinned.extensions
 
 
-def _refuse_redirect(provider: str, response: httpx.Response) -> None:
+def refuse_redirect(provider: str, response: httpx.Response) -> None:
     if 300 <= response.status_code < 400:
         raise EgressRefused(f"{provider} answered HTTP {response.status_code} (a redirect); "
                             "model calls never follow redirects")
@@ -350,93 +286,10 @@ def client_for(url: str, extensions: dict[str, Any]) -> httpx.Client:
         return client
 
 
-def _client(url: str, extensions: dict[str, Any],
-            transport: httpx.BaseTransport | None) -> contextlib.AbstractContextManager[httpx.Client]:
+def client(url: str, extensions: dict[str, Any],
+           transport: httpx.BaseTransport | None) -> contextlib.AbstractContextManager[httpx.Client]:
     """The pooled client, or — for a test's own transport — a client of that transport
     for this call only."""
     if transport is None:
         return contextlib.nullcontext(client_for(url, extensions))
     return httpx.Client(transport=transport, follow_redirects=False)
-
-
-def stream_response(
-    handle: HttpEventStream,
-    provider: str,
-    spec: ModelSpec,
-    url: str,
-    headers: dict[str, str],
-    body: dict[str, Any],
-    secret: Secrets,
-    transport: httpx.BaseTransport | None,
-) -> Generator[bytes, None, None]:
-    """POSTs ``body`` and yields raw body bytes, with errors mapped."""
-    url, headers, extensions = aim(spec, url, headers)
-    try:
-        with (
-            _client(url, extensions, transport) as client,
-            client.stream("POST", url, json=body, headers=headers, extensions=extensions,
-                          timeout=timeouts(spec, streaming=True)) as response,
-        ):
-            handle.attach(response)
-            _refuse_redirect(provider, response)
-            if response.status_code >= 400:
-                raise error_from_response(provider, response, secret)
-            body_bytes = response.iter_bytes()
-            try:
-                for piece in body_bytes:  # noqa: UP028  (`yield from` would close body_bytes on close())
-                    yield piece
-            except GeneratorExit:  # the provider read its end marker (or stopped reading)
-                if not handle.aborted:
-                    _finish(response, body_bytes)
-                raise
-    except httpx.TransportError as exc:
-        if handle.aborted:
-            raise StreamStalled(f"{provider} stream aborted") from None
-        raise error_from_transport(provider, exc, secret) from None
-
-
-FINISH_SECONDS = 0.1  # what a finished stream may still take to end its body
-FINISH_BYTES = 65536
-
-
-def _finish(response: httpx.Response, body: Iterator[bytes]) -> None:
-    """Read what is left of a body whose reader has stopped — after ``[DONE]`` that is the
-    chunked encoding's last few bytes — so that its connection goes back to the pool;
-    bounded in time and size, after which the connection is closed instead, as httpx
-    does with an unfinished body."""
-    timeout = response.request.extensions.get("timeout")
-    if isinstance(timeout, dict):
-        timeout["read"] = FINISH_SECONDS  # httpcore reads it before each read
-    deadline, left = time.monotonic() + FINISH_SECONDS, FINISH_BYTES
-    try:
-        for piece in body:
-            left -= len(piece)
-            if left < 0 or time.monotonic() > deadline:
-                return
-    except httpx.HTTPError:
-        return
-
-
-def post_json(
-    provider: str,
-    spec: ModelSpec,
-    url: str,
-    headers: dict[str, str],
-    body: dict[str, Any],
-    secret: Secrets,
-    transport: httpx.BaseTransport | None,
-) -> Any:
-    """A non-streaming POST, bounded by ``spec.deadline``; returns the parsed JSON."""
-    url, headers, extensions = aim(spec, url, headers)
-    try:
-        with _client(url, extensions, transport) as client:
-            response = client.post(url, json=body, headers=headers, extensions=extensions,
-                                   timeout=timeouts(spec, streaming=False))
-            _refuse_redirect(provider, response)
-            if response.status_code >= 400:
-                raise error_from_response(provider, response, secret)
-            return response.json()
-    except httpx.TransportError as exc:
-        raise error_from_transport(provider, exc, secret) from None
-    except ValueError as exc:
-        raise ProviderUnavailable(f"{provider} returned a body that is not JSON") from exc

@@ -20,21 +20,10 @@ import logging
 from collections.abc import Generator, Iterator
 from typing import Any
 
-import httpx
-
 from orchestrator.gateway.budget import estimate_usage
 from orchestrator.gateway.failures import ProviderUnavailable
-from orchestrator.gateway.providers.http import (
-    HttpEventStream,
-    Secrets,
-    api_key,
-    endpoint,
-    extra_headers,
-    post_json,
-    secrets_of,
-    stream_error,
-    stream_response,
-)
+from orchestrator.gateway.providers.http import Secrets, api_key, endpoint, extra_headers, secrets_of, stream_error
+from orchestrator.gateway.providers.http_provider import HttpProvider, HttpRequest
 from orchestrator.gateway.providers.sse import NDJSONDecoder
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, StreamEvent, TextDelta, Usage, UsageReport
 
@@ -43,30 +32,11 @@ logger = logging.getLogger(__name__)
 _TOP_LEVEL = frozenset({"format", "keep_alive", "think", "tools"})  # spec.options keys sent beside "options"
 
 
-class OllamaProvider:
+class OllamaProvider(HttpProvider):
     name = "ollama"
     default_base_url = "http://127.0.0.1:11434"
 
-    def __init__(self, *, transport: httpx.BaseTransport | None = None) -> None:
-        self._transport = transport
-
-    def stream(self, spec: ModelSpec, request: ChatRequest) -> HttpEventStream:
-        return HttpEventStream(lambda handle: self._events(handle, spec, request))
-
-    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
-        url, headers, body, secret = self._prepare(spec, request, streaming=False)
-        data = post_json(self.name, spec, url, headers, body, secret, self._transport)
-        if not isinstance(data, dict) or "message" not in data:
-            if isinstance(data, dict) and "error" in data:
-                raise stream_error(self.name, data, secret)
-            raise ProviderUnavailable("ollama response has no message")
-        text = str((data.get("message") or {}).get("content") or "")
-        usage = _usage(data) or estimate_usage(request, text)
-        return Completion(text=text, usage=usage, finish_reason=data.get("done_reason"))
-
-    def _prepare(
-        self, spec: ModelSpec, request: ChatRequest, *, streaming: bool
-    ) -> tuple[str, dict[str, str], dict[str, Any], Secrets]:
+    def http_request(self, spec: ModelSpec, request: ChatRequest, *, streaming: bool) -> HttpRequest:
         secret = api_key(spec, required=False)
         url = endpoint(spec.base_url or self.default_base_url, "/api", "/chat")
         headers = {"Authorization": f"Bearer {secret}"} if secret else {}
@@ -86,14 +56,10 @@ class OllamaProvider:
         body["options"] = options
         extra = extra_headers(spec)
         headers.update(extra)
-        return url, headers, body, secrets_of(secret, extra)
+        return self._request(spec, url, headers, body, secrets_of(secret, extra))
 
-    def _events(
-        self, handle: HttpEventStream, spec: ModelSpec, request: ChatRequest
-    ) -> Iterator[StreamEvent]:
-        url, headers, body, secret = self._prepare(spec, request, streaming=True)
-        decoder = NDJSONDecoder()
-        chunks = stream_response(handle, self.name, spec, url, headers, body, secret, self._transport)
+    def events(self, chunks: Iterator[bytes], sent: HttpRequest) -> Iterator[StreamEvent]:
+        decoder, secret = NDJSONDecoder(), sent.secret
         try:
             for chunk in chunks:
                 for data in decoder.feed(chunk):
@@ -104,8 +70,15 @@ class OllamaProvider:
                     return
         except ValueError as exc:
             raise ProviderUnavailable("ollama sent a line that is not JSON") from exc
-        finally:
-            chunks.close()
+
+    def completion(self, data: Any, sent: HttpRequest, request: ChatRequest) -> Completion:
+        if not isinstance(data, dict) or "message" not in data:
+            if isinstance(data, dict) and "error" in data:
+                raise stream_error(self.name, data, sent.secret)
+            raise ProviderUnavailable("ollama response has no message")
+        text = str((data.get("message") or {}).get("content") or "")
+        usage = _usage(data) or estimate_usage(request, text)
+        return Completion(text=text, usage=usage, finish_reason=data.get("done_reason"))
 
 
 def _ollama_events(data: Any, secret: Secrets) -> Generator[StreamEvent, None, bool]:

@@ -9,7 +9,8 @@ path (``http://gpu:8000/v1``, ``https://dashscope.aliyuncs.com/compatible-mode/v
 only ``/chat/completions`` is; a URL already ending in ``/chat/completions`` is
 used as is. The default is ``https://api.openai.com/v1``.
 
-The key, the HTTP calls and the error mapping are :mod:`orchestrator.gateway.providers.http`'s.
+Only the wire format is here: the constructor, ``stream()``, the POSTs, the key and the error
+mapping are :class:`~orchestrator.gateway.providers.http_provider.HttpProvider`'s.
 """
 
 from __future__ import annotations
@@ -18,54 +19,24 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
-
 from orchestrator.gateway.budget import estimate_usage
 from orchestrator.gateway.failures import ProviderUnavailable
-from orchestrator.gateway.providers.http import (
-    HttpEventStream,
-    Secrets,
-    api_key,
-    endpoint,
-    extra_headers,
-    post_json,
-    secrets_of,
-    stream_error,
-    stream_response,
-)
+from orchestrator.gateway.providers.http import Secrets, api_key, endpoint, extra_headers, secrets_of, stream_error
+from orchestrator.gateway.providers.http_provider import HttpProvider, HttpRequest
 from orchestrator.gateway.providers.sse import SSEDecoder
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, StreamEvent, TextDelta, Usage, UsageReport
 
 logger = logging.getLogger(__name__)
 
 
-class OpenAIProvider:
+class OpenAIProvider(HttpProvider):
     """``/v1/chat/completions``. No ``api_key_env`` is allowed only with an explicit
     ``base_url`` (a local server without auth)."""
 
     name = "openai"
     default_base_url = "https://api.openai.com/v1"
 
-    def __init__(self, *, transport: httpx.BaseTransport | None = None) -> None:
-        self._transport = transport
-
-    def stream(self, spec: ModelSpec, request: ChatRequest) -> HttpEventStream:
-        return HttpEventStream(lambda handle: self._events(handle, spec, request))
-
-    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
-        url, headers, body, secret = self._prepare(spec, request, streaming=False)
-        data = post_json(self.name, spec, url, headers, body, secret, self._transport)
-        try:
-            choice = data["choices"][0]
-            text = choice["message"].get("content") or ""
-        except (KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise ProviderUnavailable("openai response has no choices[0].message") from exc
-        usage = _usage(data.get("usage")) or estimate_usage(request, text)
-        return Completion(text=text, usage=usage, finish_reason=choice.get("finish_reason"))
-
-    def _prepare(
-        self, spec: ModelSpec, request: ChatRequest, *, streaming: bool
-    ) -> tuple[str, dict[str, str], dict[str, Any], Secrets]:
+    def http_request(self, spec: ModelSpec, request: ChatRequest, *, streaming: bool) -> HttpRequest:
         secret = api_key(spec, required=spec.base_url is None)
         url = endpoint(spec.base_url or self.default_base_url, "/v1", "/chat/completions")
         headers = {"Accept": "text/event-stream" if streaming else "application/json"}
@@ -86,14 +57,10 @@ class OpenAIProvider:
             body["stream_options"] = {"include_usage": True}
         extra = extra_headers(spec)
         headers.update(extra)
-        return url, headers, body, secrets_of(secret, extra)
+        return self._request(spec, url, headers, body, secrets_of(secret, extra))
 
-    def _events(
-        self, handle: HttpEventStream, spec: ModelSpec, request: ChatRequest
-    ) -> Iterator[StreamEvent]:
-        url, headers, body, secret = self._prepare(spec, request, streaming=True)
-        decoder = SSEDecoder()
-        chunks = stream_response(handle, self.name, spec, url, headers, body, secret, self._transport)
+    def events(self, chunks: Iterator[bytes], sent: HttpRequest) -> Iterator[StreamEvent]:
+        decoder, secret = SSEDecoder(), sent.secret
         try:
             for chunk in chunks:
                 for event in decoder.feed(chunk):
@@ -105,8 +72,15 @@ class OpenAIProvider:
                     yield from _openai_events(event.json(), secret)
         except ValueError as exc:
             raise ProviderUnavailable("openai sent an event whose data is not JSON") from exc
-        finally:
-            chunks.close()
+
+    def completion(self, data: Any, sent: HttpRequest, request: ChatRequest) -> Completion:
+        try:
+            choice = data["choices"][0]
+            text = choice["message"].get("content") or ""
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ProviderUnavailable("openai response has no choices[0].message") from exc
+        usage = _usage(data.get("usage")) or estimate_usage(request, text)
+        return Completion(text=text, usage=usage, finish_reason=choice.get("finish_reason"))
 
 
 def _openai_events(data: Any, secret: Secrets) -> Iterator[StreamEvent]:

@@ -49,15 +49,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/integration/test_models_in_plans.py::test_break_mid_stream_keeps_partial_text_marked_truncated",),
         why="the stored phase does not say its text is partial"),
     mutation(
-        "first-chunk-timeout-ignored", "I15", "orchestrator/gateway/guard.py",
-        '(started + spec.first_chunk_timeout, "first_chunk_timeout")',
-        '(started + spec.deadline, "first_chunk_timeout")',
+        "first-chunk-timeout-ignored", "I15", "orchestrator/gateway/watchdog.py",
+        "        self._first_due = started + spec.first_chunk_timeout\n",
+        "        self._first_due = started + spec.deadline\n",
         tests=(f"{GUARD}::test_no_first_chunk_falls_back_and_replays",),
         why="a stream that never sends its first chunk holds the call until the deadline"),
     mutation(
-        "idle-timeout-ignored", "I15", "orchestrator/gateway/guard.py",
-        '(last_event + spec.idle_timeout, "idle_timeout")',
-        '(last_event + spec.deadline, "idle_timeout")',
+        "idle-timeout-ignored", "I15", "orchestrator/gateway/watchdog.py",
+        '(self.last_event + self._idle, "idle_timeout")',
+        '(self.deadline_at, "idle_timeout")',
         tests=(f"{GUARD}::test_a_stream_without_abort_that_stalls_after_text_is_truncated",),
         why="a stream without abort() that stalls after partial text holds the call until the deadline"),
     mutation(
@@ -69,21 +69,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="a stream read on its caller's thread that stalls after partial text holds the call until "
             "the deadline"),
     mutation(
-        "deadline-ignored", "I15", "orchestrator/gateway/guard.py",
-        "    deadline_at = started + spec.deadline\n",
-        "    deadline_at = started + 86400.0\n",
+        "deadline-ignored", "I15", "orchestrator/gateway/watchdog.py",
+        "        self.deadline_at = started + spec.deadline\n",
+        "        self.deadline_at = started + 86400.0\n",
         tests=(f"{GUARD}::test_deadline_bounds_stream_and_fallback",),
         why="a call whose fallback hangs is never given up"),
     mutation(
-        "stream-not-cancellable", "I15", "orchestrator/gateway/guard.py",
-        "        while True:\n            if should_stop():\n",
-        "        while True:\n            if False:\n",
+        "stream-not-cancellable", "I15", "orchestrator/gateway/watchdog.py",
+        "            stop = self._should_stop()\n",
+        "            stop = self.has_text and self._should_stop()\n",
         tests=(f"{GUARD}::test_should_stop_cancels_while_waiting_for_the_first_chunk",),
-        why="a call cancelled or taken over while it waits for its first chunk keeps waiting"),
+        why="the watchdog polls should_stop() only once text was shown: a call cancelled or taken over "
+            "while it waits for its first chunk (or its fallback) keeps waiting"),
     mutation(
         "inline-read-not-cancellable", "I15", "orchestrator/gateway/guard.py",
-        "            watch.saw(text=is_text)\n            if should_stop():\n",
-        "            watch.saw(text=is_text)\n            if False:\n",
+        "                watch.saw(text=is_text)\n                if inline and should_stop():",
+        "                watch.saw(text=is_text)\n                if False:",
         tests=(f"{GUARD}::test_should_stop_cancels_a_running_stream_promptly",),
         why="a stream read on its caller's thread shows more text after its call was cancelled"),
     mutation(
