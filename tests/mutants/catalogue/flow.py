@@ -58,16 +58,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         "idle-timeout-ignored", "I15", "orchestrator/gateway/watchdog.py",
         '(self.last_event + self._idle, "idle_timeout")',
         '(self.deadline_at, "idle_timeout")',
-        tests=(f"{GUARD}::test_a_stream_without_abort_that_stalls_after_text_is_truncated",),
-        why="a stream without abort() that stalls after partial text holds the call until the deadline"),
-    mutation(
-        "watchdog-idle-timeout-ignored", "I15", "orchestrator/gateway/watchdog.py",
-        '(self.last_event + self._idle, "idle_timeout")',
-        '(self.last_event + 86400.0, "idle_timeout")',
-        tests=(f"{GUARD}::test_idle_timeout_after_partial_text_is_truncated",
+        tests=(f"{GUARD}::test_a_stream_without_abort_that_stalls_after_text_is_truncated",
+               f"{GUARD}::test_idle_timeout_after_partial_text_is_truncated",
                f"{GUARD}::test_the_watchdog_ends_a_read_blocked_after_the_handover"),
-        why="a stream read on its caller's thread that stalls after partial text holds the call until "
-            "the deadline"),
+        why="a stream that stalls after partial text, read by its producer or on its caller's thread, "
+            "holds the call until the deadline (the watchdog keeps the one idle clock)"),
     mutation(
         "deadline-ignored", "I15", "orchestrator/gateway/watchdog.py",
         "        self.deadline_at = started + spec.deadline\n",
