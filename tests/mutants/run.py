@@ -114,7 +114,7 @@ def uncollected(root: Path, mutations: Sequence[Mutation]) -> list[str]:
     """Named test ids pytest does not collect (e.g. a parametrisation that changed)."""
     nodes = sorted({t for m in mutations for t in m.tests})
     res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                          "-o", "addopts=", *nodes], cwd=root, capture_output=True, text=True, timeout=300)
+                          *nodes], cwd=root, capture_output=True, text=True, timeout=300)
     if res.returncode == 0:
         return []
     lines = [line for line in (res.stdout + res.stderr).splitlines() if "not found" in line or "ERROR" in line]
@@ -212,7 +212,7 @@ def run_tests(tree: Path, tests: Iterable[str], *, junit: Path, timeout: float =
               workers: int = 1) -> tuple[int, str]:
     """Run ``tests`` in ``tree`` (on ``workers`` pytest-xdist workers when more than one)."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-           "-o", "addopts=", *(["-n", str(workers)] if workers > 1 else []), *tests]
+           *(["-n", str(workers)] if workers > 1 else []), *tests]
     try:
         res = subprocess.run(cmd, cwd=tree, env=env_for(tree, slot), capture_output=True, text=True,
                              timeout=timeout)
