@@ -23,7 +23,7 @@ check: install
 
 ## Lint, type-check and run every test tier against real Postgres and Redis (started if down), on
 ## TEST_WORKERS pytest-xdist workers (each with its own database and Redis database).
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 test: install services browser lint
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup tests/unit tests/integration tests/e2e
 
