@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTHON ?= python3
 
-.PHONY: install demo test test-fast lint mutants services browser chaos bench clean
+.PHONY: install demo check test lint mutants services browser chaos bench clean
 
 install: $(VENV)/.installed
 
@@ -17,12 +17,15 @@ $(VENV)/.installed: pyproject.toml
 demo: install
 	$(BIN)/conclave run examples/board.yaml
 
-## Lint, type-check and run every test tier against real Postgres and Redis (started if down).
-test: install services browser lint
+## The edit loop: the unit tier and the in-process planes, no services (a plain `pytest` runs the same).
+check: install
 	$(BIN)/pytest -q
 
-test-fast: install
-	$(BIN)/pytest -q tests/unit
+## Lint, type-check and run every test tier against real Postgres and Redis (started if down), on
+## TEST_WORKERS pytest-xdist workers (each with its own database and Redis database).
+TEST_WORKERS ?= 3
+test: install services browser lint
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup tests/unit tests/integration tests/e2e
 
 lint: install
 	$(BIN)/ruff check orchestrator tasks storage tests bench

@@ -1,14 +1,22 @@
 """Shared fixtures.
 
-Tiers: ``tests/unit`` needs no services; ``tests/integration`` and ``tests/e2e`` use
-the real Postgres and Redis on 127.0.0.1 (``make test`` starts them if they are
-down). One fresh database per test run, tables truncated per test; one Redis
-database per run, flushed per test.
+Tiers: ``tests/unit`` needs no services (a plain ``pytest`` runs only it);
+``tests/integration`` and ``tests/e2e`` use the real Postgres and Redis on 127.0.0.1
+(``make test`` starts them if they are down, and runs them on pytest-xdist workers).
+
+Each test process (each xdist worker) gets its own Postgres database, copied with
+``CREATE DATABASE ... TEMPLATE`` from a template migrated once (and kept, named after
+a digest of the migrations, so later runs and mutant trees with the same migrations
+reuse it), tables truncated per test; and its own Redis database,
+``CONCLAVE_TEST_REDIS_DB`` plus the worker's index, flushed per test. SQLite tests
+copy a file migrated once per process.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,27 +31,100 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN = os.environ.get("CONCLAVE_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 REDIS_BASE = os.environ.get("CONCLAVE_TEST_REDIS", "redis://127.0.0.1:6379")
-REDIS_DB = int(os.environ.get("CONCLAVE_TEST_REDIS_DB", "11"))
+
+
+def worker_index() -> int:
+    """This test process's index among pytest-xdist's workers (``gw0``, ``gw1``, ...); 0 without xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if worker.startswith("gw") else 0
+
+
+REDIS_DB = int(os.environ.get("CONCLAVE_TEST_REDIS_DB", "11")) + worker_index()
+
+
+def migrations_digest() -> str:
+    """What the schema at head is made of: the migration scripts the imported ``storage``
+    runs, and the models module they import."""
+    from storage.db import MIGRATIONS
+
+    digest = hashlib.sha256()
+    for path in [*sorted(Path(MIGRATIONS).rglob("*.py")), Path(MIGRATIONS).parent / "models.py"]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def pg_template(admin: Any) -> str:
+    """The name of a Postgres database migrated to head, made once for these migrations:
+    under an advisory lock (workers and concurrent runs wait for the first), migrated
+    under a scratch name and renamed when complete, so a half-migrated template is never
+    copied."""
+    from sqlalchemy import text
+
+    from storage import upgrade
+
+    template = f"conclave_template_{migrations_digest()}"
+    with admin.connect() as c:
+        c.execute(text("SELECT pg_advisory_lock(hashtext('conclave_test_template'))"))
+        try:
+            if c.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": template}).first() is None:
+                building = f"{template}_{uuid.uuid4().hex[:6]}"
+                c.execute(text(f'CREATE DATABASE "{building}"'))
+                upgrade(PG_ADMIN.rsplit("/", 1)[0] + f"/{building}")
+                _with_retry(c, f'ALTER DATABASE "{building}" RENAME TO "{template}"')
+        finally:
+            c.execute(text("SELECT pg_advisory_unlock(hashtext('conclave_test_template'))"))
+    return template
+
+
+def _with_retry(conn: Any, statement: str) -> None:
+    """Run a CREATE/ALTER DATABASE that fails while another session is still connected to
+    its source (a migration's connection closing): retried for a few seconds."""
+    from sqlalchemy import exc, text
+
+    for attempt in range(50):
+        try:
+            conn.execute(text(statement))
+            return
+        except exc.OperationalError as e:
+            if "is being accessed by other users" not in str(e) or attempt == 49:
+                raise
+            time.sleep(0.1)
 
 
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
-    """A fresh Postgres database for this test run, migrated to head."""
+    """A fresh Postgres database for this test process, copied from the migrated template."""
     from sqlalchemy import create_engine, text
-
-    from storage import upgrade
 
     name = f"conclave_test_{uuid.uuid4().hex[:8]}"
     admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    template = pg_template(admin)
     with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
+        _with_retry(c, f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
     url = PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
-    upgrade(url)
     yield url
     with admin.connect() as c:
         c.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"))
         c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
     admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to head, once per test process."""
+    from storage import upgrade
+
+    path = tmp_path_factory.mktemp("sqlite-template") / "template.db"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture()
+def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
+    """A SQLite database at head for this test: a copy of the template (no migration)."""
+    path = tmp_path / "conclave.db"
+    shutil.copyfile(sqlite_template, path)
+    return f"sqlite:///{path}"
 
 
 @pytest.fixture()

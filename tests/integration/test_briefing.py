@@ -22,7 +22,7 @@ from orchestrator.core.errors import ConclaveError
 from orchestrator.core.settings import Settings
 from orchestrator.plan.canvas import Canvas
 from orchestrator.plan.schema import load_plan
-from storage import Database, briefings, connect, upgrade
+from storage import Database, briefings, connect
 from tests.unit.stored import EXAMPLES
 
 PACK = Path(__file__).parent / "briefing_pack"
@@ -38,12 +38,11 @@ class Recorder:
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+def db(request: pytest.FixtureRequest) -> Iterator[Database]:
     if request.param == "postgresql":
         url = request.getfixturevalue("clean_db")
     else:
-        url = f"sqlite:///{tmp_path / 'briefing.db'}"
-        upgrade(url)
+        url = request.getfixturevalue("sqlite_url")
     database = connect(url, pool_size=2)
     yield database
     database.dispose()

@@ -7,7 +7,6 @@ in the same unit, published as stored."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,7 @@ from orchestrator.control.dispatch import RecordingDispatcher
 from orchestrator.core.bus import MemoryBus, drain
 from orchestrator.core.settings import Settings
 from orchestrator.gateway.providers.offline import OfflineProvider
-from storage import Database, connect, contents, outbox, plans, upgrade
+from storage import Database, connect, contents, outbox, plans
 from storage.status import Outcome
 from tasks.lease import Lease
 from tasks.runner import PhaseRunner
@@ -42,12 +41,11 @@ class InProcess:
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
-def planes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[InProcess]:
+def planes(request: pytest.FixtureRequest) -> Iterator[InProcess]:
     if request.param == "postgresql":
         url = request.getfixturevalue("clean_db")
     else:
-        url = f"sqlite:///{tmp_path / 'conclave.db'}"
-        upgrade(url)
+        url = request.getfixturevalue("sqlite_url")
     p = InProcess(url)
     yield p
     p.db.dispose()

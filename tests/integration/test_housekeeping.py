@@ -81,7 +81,8 @@ def test_one_sweep_at_a_time_and_a_dead_holder_is_taken_over_at_once(two_workers
     with db_a.engine.connect() as conn:
         killed = conn.execute(text(
             "SELECT pg_terminate_backend(l.pid) FROM pg_locks l "
-            "WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_backend_pid()")).all()
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_backend_pid() "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())")).all()
     assert killed == [(True,)]
     assert a.sweep() is True and rec_a.sweeps == 2  # at once: no lease, no timeout to wait out
     rec_b.hold.set()

@@ -6,23 +6,21 @@ valid at once (rotation)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
-from storage import Database, connect, principals, upgrade
+from storage import Database, connect, principals
 from storage.exceptions import NotFound
 from storage.identity import token_hash
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+def db(request: pytest.FixtureRequest) -> Iterator[Database]:
     if request.param == "postgresql":
         url = request.getfixturevalue("clean_db")
     else:
-        url = f"sqlite:///{tmp_path / 'principals.db'}"
-        upgrade(url)
+        url = request.getfixturevalue("sqlite_url")
     database = connect(url)
     yield database
     database.dispose()

@@ -9,14 +9,13 @@ import threading
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import func, select, update
 
 from orchestrator.core.errors import InvalidPlan, PlanConflict, SubmitRateLimited
-from storage import Database, connect, outbox, plans, upgrade
+from storage import Database, connect, outbox, plans
 from storage.exceptions import CapacityExceeded, Conflict, NotFound, RateLimited
 from storage.identity import Principal
 from storage.models import Plan
@@ -29,12 +28,11 @@ PHASES = [NewPhase(key="only", kind="expert", position=0, depends_on=[])]
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+def db(request: pytest.FixtureRequest) -> Iterator[Database]:
     if request.param == "postgresql":
         url = request.getfixturevalue("clean_db")
     else:
-        url = f"sqlite:///{tmp_path / 'tenancy.db'}"
-        upgrade(url)
+        url = request.getfixturevalue("sqlite_url")
     database = connect(url)
     yield database
     database.dispose()

@@ -8,6 +8,11 @@ subprocesses those tests start import too (they inherit both). The project's
 editable install resolves after ``PYTHONPATH``; a preflight in every scratch copy
 checks that the mutated module really is imported from there, mutated.
 
+Mutations run ``--jobs`` at a time (2 by default: the work is mostly waiting on worker
+subprocesses and timers), each in its own scratch copy and on its own Redis database
+(``CONCLAVE_TEST_REDIS_DB`` plus the job's slot); each test process copies its Postgres
+database from the template ``tests/conftest.py`` migrates once, so no mutation migrates.
+
 A mutation is caught when every test it names fails on the mutant (a test file
 named whole: at least one of its tests) — the catalogue says which tests catch what,
 and the table printed at the end shows it. The named tests must pass on an unmutated
@@ -23,6 +28,7 @@ Usage::
     python -m tests.mutants.run                 # validate, baseline, every mutation
     python -m tests.mutants.run --check         # validate the catalogue only
     python -m tests.mutants.run --only fence-dropped --only count-every-attempt
+    python -m tests.mutants.run --jobs 1        # one mutation at a time
     python -m tests.mutants.run --list
     python -m tests.mutants.run --table         # rewrite docs/invariants.md from the catalogue
 """
@@ -36,9 +42,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +59,8 @@ ROOT = Path(__file__).resolve().parents[2]
 IGNORE = shutil.ignore_patterns(".venv", ".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
                                 ".conclave", "*.egg-info", "*.pyc", "mutmut-*", "mutants")
 TIMEOUT = 900.0  # per mutation; pytest-timeout bounds each test well before this
+JOBS = 2  # mutations at a time
+REDIS_DB = int(os.environ.get("CONCLAVE_TEST_REDIS_DB", "11"))  # job k uses REDIS_DB + k
 
 
 def problems(root: Path, mutations: Sequence[Mutation], *, complete: bool = True) -> list[str]:
@@ -98,7 +109,7 @@ def uncollected(root: Path, mutations: Sequence[Mutation]) -> list[str]:
     """Named test ids pytest does not collect (e.g. a parametrisation that changed)."""
     nodes = sorted({t for m in mutations for t in m.tests})
     res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                          "-o", "addopts=", *nodes], cwd=root, capture_output=True, text=True, timeout=300)
+                          *nodes], cwd=root, capture_output=True, text=True, timeout=300)
     if res.returncode == 0:
         return []
     lines = [line for line in (res.stdout + res.stderr).splitlines() if "not found" in line or "ERROR" in line]
@@ -141,11 +152,33 @@ def apply(tree: Path, m: Mutation) -> None:
     path.write_text(source)
 
 
-def env_for(tree: Path) -> dict[str, str]:
+def env_for(tree: Path, slot: int = 0) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["CONCLAVE_TEST_REDIS_DB"] = str(REDIS_DB + slot)
     return env
+
+
+class Slots:
+    """The job slots of a parallel run: a running mutation holds one, and with it its Redis
+    database, so no two mutations share one."""
+
+    def __init__(self, n: int) -> None:
+        self._free = list(range(n))
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def taken(self) -> Iterator[int]:
+        with self._cond:
+            self._cond.wait_for(lambda: bool(self._free))
+            slot = self._free.pop(0)
+        try:
+            yield slot
+        finally:
+            with self._cond:
+                self._free.append(slot)
+                self._cond.notify()
 
 
 PREFLIGHT = """
@@ -159,22 +192,25 @@ print(where)
 """
 
 
-def preflight(tree: Path, m: Mutation) -> str | None:
+def preflight(tree: Path, m: Mutation, slot: int = 0) -> str | None:
     """None when ``m.file`` is importable from ``tree`` and holds the mutant, else why not."""
     if not m.file.endswith(".py"):
         return None
     module = m.file.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
     snippet = next((e.new for e in m.edits if e.new.strip()), "")
     res = subprocess.run([sys.executable, "-c", PREFLIGHT, str(tree), module, snippet], cwd=tree,
-                         env=env_for(tree), capture_output=True, text=True, timeout=120)
+                         env=env_for(tree, slot), capture_output=True, text=True, timeout=120)
     return None if res.returncode == 0 else (res.stderr.strip().splitlines() or ["preflight failed"])[-1]
 
 
-def run_tests(tree: Path, tests: Iterable[str], *, junit: Path, timeout: float = TIMEOUT) -> tuple[int, str]:
+def run_tests(tree: Path, tests: Iterable[str], *, junit: Path, timeout: float = TIMEOUT, slot: int = 0,
+              workers: int = 1) -> tuple[int, str]:
+    """Run ``tests`` in ``tree`` (on ``workers`` pytest-xdist workers when more than one)."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-           "-o", "addopts=", *tests]
+           *(["-n", str(workers)] if workers > 1 else []), *tests]
     try:
-        res = subprocess.run(cmd, cwd=tree, env=env_for(tree), capture_output=True, text=True, timeout=timeout)
+        res = subprocess.run(cmd, cwd=tree, env=env_for(tree, slot), capture_output=True, text=True,
+                             timeout=timeout)
     except subprocess.TimeoutExpired:
         return -1, f"timed out after {timeout:.0f}s"
     return res.returncode, (res.stdout + res.stderr)[-4000:]
@@ -200,15 +236,15 @@ def missed(named: Sequence[str], failed: Sequence[str]) -> list[str]:
     return [n for n in named if not any(under(f, n) for f in failed)]
 
 
-def run_one(root: Path, m: Mutation) -> Outcome:
+def run_one(root: Path, m: Mutation, slot: int = 0) -> Outcome:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"mutant-{m.name}-") as tmp:
         tree = scratch_copy(root, Path(tmp))
         apply(tree, m)
-        why_not = preflight(tree, m)
+        why_not = preflight(tree, m, slot)
         if why_not is not None:
             return Outcome(m, "error", time.monotonic() - started, (), f"preflight: {why_not}")
-        code, output = run_tests(tree, m.tests, junit=Path(tmp) / "junit.xml")
+        code, output = run_tests(tree, m.tests, junit=Path(tmp) / "junit.xml", slot=slot)
         failed = failed_tests(Path(tmp) / "junit.xml")
     seconds = time.monotonic() - started
     if code == 0:
@@ -223,15 +259,35 @@ def run_one(root: Path, m: Mutation) -> Outcome:
     return Outcome(m, "caught", seconds, failed)
 
 
-def baseline(root: Path, mutations: Sequence[Mutation]) -> tuple[bool, str, float]:
+def baseline(root: Path, mutations: Sequence[Mutation], jobs: int = 1) -> tuple[bool, str, float]:
     """Run every test the catalogue names on the unmutated tree: they must pass there,
-    or a 'caught' would mean nothing."""
+    or a 'caught' would mean nothing. On ``jobs`` xdist workers (each on its slot's Redis
+    database)."""
     tests = sorted({t for m in mutations for t in m.tests})
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="mutant-baseline-") as tmp:
         tree = scratch_copy(root, Path(tmp))
-        code, output = run_tests(tree, tests, junit=Path(tmp) / "junit.xml")
+        code, output = run_tests(tree, tests, junit=Path(tmp) / "junit.xml", workers=min(jobs, len(tests)))
     return code == 0, output, time.monotonic() - started
+
+
+def run_all(mutations: Sequence[Mutation], jobs: int) -> list[Outcome]:
+    """Every mutation, ``jobs`` at a time; each outcome printed as it lands, all returned
+    in catalogue order."""
+    slots = Slots(jobs)
+
+    def one(m: Mutation) -> Outcome:
+        with slots.taken() as slot:
+            return run_one(ROOT, m, slot)
+
+    done: dict[str, Outcome] = {}
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for future in as_completed([pool.submit(one, m) for m in mutations]):
+            o = future.result()
+            done[o.mutation.name] = o
+            print(f"  {o.mutation.name}: {o.verdict} ({o.seconds:.1f}s){' — ' + o.detail if o.detail else ''}",
+                  flush=True)
+    return [done[m.name] for m in mutations]
 
 
 def table(outcomes: Sequence[Outcome]) -> str:
@@ -258,6 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--table", action="store_true",
                         help="rewrite docs/invariants.md (each invariant's mutations and tests) from the catalogue")
     parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run of the tests")
+    parser.add_argument("--jobs", type=int, default=JOBS, metavar="N",
+                        help=f"mutations run at a time, each on its own Redis database (default {JOBS})")
     args = parser.parse_args(argv)
 
     if args.table:
@@ -286,22 +344,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         return 0
     if not args.no_baseline:
-        ok, output, seconds = baseline(ROOT, chosen)
+        ok, output, seconds = baseline(ROOT, chosen, args.jobs)
         if not ok:
             print(f"baseline: the catalogue's tests fail on the unmutated tree ({seconds:.0f}s):\n{output}",
                   file=sys.stderr)
             return 1
         print(f"baseline: the catalogue's tests pass on the unmutated tree ({seconds:.0f}s)")
-    outcomes = []
-    for m in chosen:
-        o = run_one(ROOT, m)
-        outcomes.append(o)
-        print(f"  {m.name}: {o.verdict} ({o.seconds:.1f}s){' — ' + o.detail if o.detail else ''}", flush=True)
+    started = time.monotonic()
+    outcomes = run_all(chosen, max(1, args.jobs))
     print()
     print(table(outcomes))
     bad = [o for o in outcomes if o.verdict != "caught"]
     total = sum(o.seconds for o in outcomes)
-    print(f"\n{len(outcomes) - len(bad)}/{len(outcomes)} mutations caught in {total:.0f}s")
+    print(f"\n{len(outcomes) - len(bad)}/{len(outcomes)} mutations caught in {time.monotonic() - started:.0f}s "
+          f"({total:.0f}s of mutation time, {args.jobs} at a time)")
     for o in bad:
         print(f"NOT CAUGHT: {o.mutation.name} ({o.mutation.invariant}): {o.verdict} — {o.mutation.why}",
               file=sys.stderr)

@@ -4,20 +4,18 @@ SQLite file (the embedded mode's store), each migrated to head."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from storage import Database, connect, upgrade
+from storage import Database, connect
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+def db(request: pytest.FixtureRequest) -> Iterator[Database]:
     if request.param == "postgresql":
         url = request.getfixturevalue("clean_db")
     else:
-        url = f"sqlite:///{tmp_path / 'conclave.db'}"
-        upgrade(url)
+        url = request.getfixturevalue("sqlite_url")
     database = connect(url, pool_size=4)
     yield database
     database.dispose()

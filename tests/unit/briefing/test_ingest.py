@@ -19,7 +19,7 @@ from orchestrator.core.errors import InvalidPlan
 from orchestrator.core.settings import Settings
 from orchestrator.plan.canvas import Canvas
 from orchestrator.plan.schema import dump_plan, load_plan
-from storage import Database, briefings, connect, upgrade
+from storage import Database, briefings, connect
 from tests.unit.stored import EXAMPLES
 
 MEMO = "# Pricing\n\nList price rises 8%.\n\n## Risks\n\nChurn 😀 may rise.\n"
@@ -48,10 +48,8 @@ def field_of(source: Any, **kwargs: Any) -> str:
 
 
 @pytest.fixture()
-def db(tmp_path: Path) -> Iterator[Database]:
-    url = f"sqlite:///{tmp_path / 'c.db'}"
-    upgrade(url)
-    database = connect(url)
+def db(sqlite_url: str) -> Iterator[Database]:
+    database = connect(sqlite_url)
     yield database
     database.dispose()
 
