@@ -273,7 +273,8 @@ def baseline(root: Path, mutations: Sequence[Mutation], jobs: int = 1) -> tuple[
 
 def run_all(mutations: Sequence[Mutation], jobs: int) -> list[Outcome]:
     """Every mutation, ``jobs`` at a time; each outcome printed as it lands, all returned
-    in catalogue order."""
+    in catalogue order. Those naming integration or e2e tests (worker subprocesses,
+    timers) start first, so a long one does not run alone at the end."""
     slots = Slots(jobs)
 
     def one(m: Mutation) -> Outcome:
@@ -282,7 +283,8 @@ def run_all(mutations: Sequence[Mutation], jobs: int) -> list[Outcome]:
 
     done: dict[str, Outcome] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for future in as_completed([pool.submit(one, m) for m in mutations]):
+        heavy_first = sorted(mutations, key=lambda m: all(t.startswith("tests/unit/") for t in m.tests))
+        for future in as_completed([pool.submit(one, m) for m in heavy_first]):
             o = future.result()
             done[o.mutation.name] = o
             print(f"  {o.mutation.name}: {o.verdict} ({o.seconds:.1f}s){' — ' + o.detail if o.detail else ''}",

@@ -1,5 +1,6 @@
 """Repository tests run on both databases Conclave supports: the test Postgres and a
-SQLite file (the embedded mode's store), each migrated to head."""
+SQLite file (the embedded mode's store), each copied from a template migrated to head
+(``tests/conftest.py``)."""
 
 from __future__ import annotations
 
