@@ -2,7 +2,9 @@
 process (I10, I48), a session MAC never compared for the API token (I49), a listed
 literal that waives every address class (I18), the idle clock swapped for the first-chunk
 clock (I15), a wasted attempt's reported tokens shown as provider tokens (I4) and a
-cancel that leaves the plan's finish to a coordinator that read the plan before it (I13).
+cancel that leaves the plan's finish to a coordinator that read the plan before it (I13),
+a debate limit that counts only the debates that went well (I7) and UTF-16 offsets that
+count only the first astral character (I31).
 Each is caught by a test written for that blind spot: two real processes, a non-default
 setting, provider-reported usage, a gate between the last two writes."""
 
@@ -64,4 +66,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/integration/test_late_cancel.py::"
                "test_a_cancel_between_the_last_completion_and_the_finish_ends_cancelled",),
         why="a cancel landing after the last phase completed ends in a success"),
+    mutation(
+        "debate-limit-counts-completed-debates-only", "I7", "storage/phases.py",
+        "                      .where(Phase.plan_id == plan_id, Phase.kind == kind)) or 0",
+        "                      .where(Phase.plan_id == plan_id, Phase.kind == kind,\n"
+        "                             Phase.status == PhaseStatus.COMPLETED)) or 0",
+        tests=("tests/integration/repositories/test_debates.py::"
+               "test_a_stored_debate_counts_against_the_limit_whatever_became_of_it[postgresql-running]",
+               "tests/integration/repositories/test_debates.py::"
+               "test_a_stored_debate_counts_against_the_limit_whatever_became_of_it[sqlite-failed]"),
+        why="a debate still being spoken (or one that failed) leaves its slot free: a resumed plan exceeds the limit"),
+    mutation(
+        "utf16-counts-the-first-astral-only", "I31", "orchestrator/briefing/utf16.py",
+        "        self._astral = [m.start() for m in _ASTRAL.finditer(text)]",
+        "        self._astral = [m.start() for m in _ASTRAL.finditer(text)][:1]",
+        tests=("tests/unit/briefing/test_utf16_offsets.py::test_chunks_of_a_document_astral_in_the_middle_slice_back_exactly",
+               "tests/unit/briefing/test_utf16_offsets.py::test_citations_after_astral_characters_in_the_middle"),
+        why="every span after the second astral character is off: a browser highlights the wrong text"),
 )
