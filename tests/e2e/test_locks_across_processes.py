@@ -1,6 +1,7 @@
 """Every lock and limit holds between real processes, not only between the engines of one:
 the housekeeping sweep (one at a time across the fleet), the per-tenant active-plan cap
-and submit rate (admissions from different API processes), and the resume guard.
+and submit rate (admissions from different processes: repository calls, then two
+``conclave api`` servers), and the resume guard.
 
 Each contender is its own Python process (:mod:`tests.e2e.contender`) with its own
 ``PYTHONHASHSEED``, so a lock keyed by anything computed per process — Python's salted
@@ -16,11 +17,13 @@ import os
 import select
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import func, text
 from sqlalchemy import select as sql_select
@@ -29,6 +32,7 @@ from storage import Database, connect, plans
 from storage.models import Plan
 from storage.read_models import NewPhase
 from tests.conftest import ROOT
+from tests.e2e.test_api import api, board  # noqa: F401  (api: the API server fixture)
 
 READ_TIMEOUT = 30.0
 
@@ -214,3 +218,44 @@ def test_one_resume_guard_between_processes(clean_db: str, pg: Database, contend
     assert late.line() == "ready"
     late.go()
     assert late.outcome() == "busy"  # the guard is stored: a process that starts later sees it too
+
+
+@pytest.mark.parametrize(("env", "code"), [
+    ({"CONCLAVE_MAX_ACTIVE_PLANS": "1"}, "plan.capacity_exceeded"),
+    ({"CONCLAVE_SUBMIT_RATE": "1"}, "plan.rate_limited"),
+], ids=["active-plan-cap", "submit-rate"])
+def test_two_api_processes_admit_one_plan_past_a_limit(api: Any, settings: Any, pg: Database, gate: InsertGate,  # noqa: F811
+                                                       env: dict[str, str], code: str) -> None:
+    """The same race through two ``conclave api`` processes: the first one's submission is
+    held at its insert (admitted, the tenant's lock held), the second must wait, then be refused."""
+    first = api(env=env, settings_=settings.model_copy(update={"database_url": _named(settings.database_url,
+                                                                                      gate.app)}))
+    second_app = f"api-b-{uuid.uuid4().hex[:8]}"
+    second = api(env=env, settings_=settings.model_copy(update={"database_url": _named(settings.database_url,
+                                                                                       second_app)}))
+    answers: dict[str, httpx.Response] = {}
+
+    def submit(name: str, url: str) -> None:
+        answers[name] = httpx.post(f"{url}/v1/plans", json=board(title=f"via {name}"), timeout=60)
+
+    held = threading.Thread(target=submit, args=("first", first.url))
+    held.start()
+    try:
+        _until(lambda: _waits_for_a_lock(pg, gate.app), "the first API's insert to be held")
+        racing = threading.Thread(target=submit, args=("second", second.url))
+        racing.start()
+        _until(lambda: "second" in answers or _waits_for_a_lock(pg, second_app),
+               "the second API's admission to wait for the tenant's lock (or to get past it)")
+    finally:
+        gate.open()
+        held.join(60)
+    racing.join(60)
+    assert answers["first"].status_code in (200, 201, 202), answers["first"].text
+    assert answers["second"].status_code == 429, "two API processes both admitted a plan past the tenant's limit"
+    assert answers["second"].json()["error"]["code"] == code
+    with pg.engine.connect() as c:
+        assert c.execute(sql_select(func.count()).select_from(Plan)).scalar_one() == 1
+
+
+def _named(url: str, app: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}application_name={app}"
