@@ -41,11 +41,13 @@ def wait_until_lease_expired(db: Database, plan_id: str, key: str) -> None:
 
 
 def spend(db: Database, plan_id: str, key: str, attempt: int, tokens_in: int, tokens_out: int,
-          seq: int = 1) -> None:
-    """Record one model call's usage for ``attempt``, as a worker does when the call returns."""
+          seq: int = 1, *, source: str = "estimated") -> None:
+    """Record one model call's usage for ``attempt``, as a worker does when the call returns:
+    ``source`` ``"provider"`` when the provider reported it, ``"estimated"`` when it did not."""
     assert usage.record_usage(db, plan_id=plan_id, phase_id=phase(db, plan_id, key).id, attempt=attempt,
                               seq=seq, purpose="chat", model="offline:test", input_tokens=tokens_in,
-                              output_tokens=tokens_out, source="estimated", method="test")
+                              output_tokens=tokens_out, source=source,
+                              method=None if source == "provider" else "test")
 
 
 def complete(db: Database, plan_id: str, key: str, attempt: int, text: str, **kw: Any) -> phases.Finished:

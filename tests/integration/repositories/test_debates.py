@@ -15,7 +15,7 @@ from sqlalchemy import text
 from storage import Database, event_shapes, outbox, phases, plans
 from storage.read_models import NewPhase
 from tests.integration.durability import wait_for
-from tests.integration.repositories.ledger import claim, complete, event_types, phase
+from tests.integration.repositories.ledger import claim, complete, event_types, fail, phase
 from tests.stored_rows import content_rows
 
 CHECKS = ("check-1", "check-2", "check-3")
@@ -99,6 +99,49 @@ def test_the_limit_counts_debate_groups_not_phases(db: Database, limit: int) -> 
     positions = [p.position for p in plans.load_state(db, plan_id).phases]
     assert positions == list(range(4 + 2 * limit))  # each group after every phase stored before it
     assert phase(db, plan_id, "synthesis").depends_on == [*CHECKS, *(k for c in CHECKS[:limit] for k in _keys(c))]
+
+
+def _debate_ends(db: Database, plan_id: str, check: str, status: str) -> None:
+    """Bring the debate of ``check`` to ``status`` (both of its phases)."""
+    for key in _keys(check):
+        if status == "pending":
+            continue
+        if status == "skipped":
+            phases.skip_phases(db, plan_id, {"the check was overruled": [key]})
+            continue
+        assert claim(db, plan_id, key, "w2", timedelta(minutes=5)) is not None
+        if status == "completed":
+            assert complete(db, plan_id, key, 1, f"{key} argues").status == "completed"
+        elif status == "failed":
+            assert fail(db, plan_id, key, 1).status == "failed"
+    assert {p.status for p in plans.load_state(db, plan_id).phases if p.group_key == f"debate-{check}"} == {status}
+
+
+@pytest.mark.parametrize("status", ["pending", "running", "completed", "failed", "skipped"])
+def test_a_stored_debate_counts_against_the_limit_whatever_became_of_it(db: Database, status: str) -> None:
+    """The limit counts debate groups stored, not debates that went well: one that is still
+    waiting, being spoken, done, failed or skipped uses its slot all the same."""
+    plan_id = _team(db, max_debates=1)
+    assert _diverge(db, plan_id, "check-1").status == "completed"
+    _debate_ends(db, plan_id, "check-1", status)
+
+    assert _diverge(db, plan_id, "check-2").status == "completed"
+
+    assert _debates(db, plan_id) == _keys("check-1")
+    limited = [e.data for e in outbox.list_events(db, plan_id) if e.type == "debate_limit_reached"]
+    assert limited == [{"limit": 1, "existing": 1}]
+
+
+def test_debates_in_mixed_states_fill_a_larger_limit(db: Database) -> None:
+    plan_id = _team(db, max_debates=2)
+    assert _diverge(db, plan_id, "check-1").status == "completed"
+    _debate_ends(db, plan_id, "check-1", "failed")
+    assert _diverge(db, plan_id, "check-2").status == "completed"
+    _debate_ends(db, plan_id, "check-2", "running")
+    assert _diverge(db, plan_id, "check-3").status == "completed"
+    assert _debates(db, plan_id) == sorted(_keys("check-1") + _keys("check-2"))
+    limited = [e.data for e in outbox.list_events(db, plan_id) if e.type == "debate_limit_reached"]
+    assert limited == [{"limit": 2, "existing": 2}]
 
 
 def test_the_limit_counts_this_plans_debates_only(db: Database) -> None:

@@ -1,0 +1,86 @@
+"""Mutations the first catalogue's tests did not notice (issue 18): locks keyed per
+process (I10, I48), a session MAC never compared for the API token (I49), a listed
+literal that waives every address class (I18), the idle clock swapped for the first-chunk
+clock (I15), a wasted attempt's reported tokens shown as provider tokens (I4) and a
+cancel that leaves the plan's finish to a coordinator that read the plan before it (I13),
+a debate limit that counts only the debates that went well (I7) and UTF-16 offsets that
+count only the first astral character (I31).
+Each is caught by a test written for that blind spot: two real processes, a non-default
+setting, provider-reported usage, a gate between the last two writes."""
+
+from __future__ import annotations
+
+from tests.mutants.catalogue_types import Mutation, mutation
+
+PROCESSES = "tests/e2e/test_locks_across_processes.py"
+USAGE = "tests/integration/repositories/test_usage_sources.py"
+
+MUTATIONS: tuple[Mutation, ...] = (
+    mutation(
+        "lock-key-salted-per-process", "I48", "storage/locks.py",
+        '    return int.from_bytes(hashlib.sha256(f"conclave:{name}".encode()).digest()[:8], "big", signed=True)',
+        '    return hash(f"conclave:{name}")',
+        tests=(f"{PROCESSES}::test_one_sweep_at_a_time_across_processes",),
+        why="each process keys the sweep lock with its own salted hash: sweeps overlap across workers"),
+    mutation(
+        "tenant-lock-key-salted-per-process", "I10", "storage/tenancy.py",
+        '    return locks.lock_key(f"admit:{tenant}")',
+        '    return hash(f"admit:{tenant}")',
+        tests=(f"{PROCESSES}::test_a_tenants_limit_holds_across_processes[active-plan-cap]",
+               f"{PROCESSES}::test_a_tenants_limit_holds_across_processes[submit-rate]"),
+        why="two API processes admit past a tenant's active-plan cap and submit rate at once"),
+    mutation(
+        "api-token-session-mac-unchecked", "I49", "orchestrator/api/auth.py",
+        "            return self._api_principal if hmac.compare_digest(mac, claim.mac) else None",
+        "            return self._api_principal",
+        tests=("tests/e2e/test_api_token_session.py::test_a_forged_api_token_session_reads_nothing",),
+        why="a forged cookie for the API token reads every tenant's plans and /metrics"),
+    mutation(
+        "listed-literal-waives-every-class", "I18", "orchestrator/gateway/egress.py",
+        "            waived = verdict in WAIVABLE and pattern is not None and pattern.waives(target, target.ip)",
+        "            waived = pattern is not None and pattern.waives(target, target.ip)",
+        tests=("tests/unit/llm/test_egress_listed_literals.py::"
+               "test_a_forbidden_class_stays_refused_when_its_literal_is_listed[169.254.169.254-metadata]",
+               "tests/unit/llm/test_egress_listed_literals.py::"
+               "test_a_forbidden_class_stays_refused_when_its_literal_is_listed[0.0.0.0-unspecified]",
+               "tests/unit/llm/test_egress_listed_literals.py::"
+               "test_a_forbidden_class_stays_refused_when_its_literal_is_listed[224.0.0.1-multicast]"),
+        why="an operator who lists the metadata address literally opens it to every plan"),
+    mutation(
+        "idle-clock-is-the-first-chunk-clock", "I15", "orchestrator/gateway/watchdog.py",
+        "        self._idle = spec.idle_timeout",
+        "        self._idle = spec.first_chunk_timeout",
+        tests=("tests/integration/llm/test_guard_timeouts.py::"
+               "test_after_text_the_idle_timeout_applies_not_the_first_chunk_one",),
+        why="a stall after text is waited out for the first-chunk timeout, not the idle one"),
+    mutation(
+        "wasted-reports-are-provider-tokens", "I4", "orchestrator/plan/views.py",
+        '    reported = sum(r.input_tokens + r.output_tokens for r in cost if r.source == "provider")',
+        '    reported = sum(r.input_tokens + r.output_tokens for r in rows if r.source == "provider")',
+        tests=(f"{USAGE}::test_a_wasted_attempts_usage_is_waste_whoever_measured_it[postgresql-provider-estimated]",),
+        why="a fenced attempt's reported tokens count as provider tokens: estimated goes negative"),
+    mutation(
+        "cancel-leaves-the-finish-to-others", "I13", "orchestrator/control/coordinator.py",
+        "            publish_events(self.bus, plan_id, cancelled.events)\n            self.advance(plan_id)\n",
+        "            publish_events(self.bus, plan_id, cancelled.events)\n",
+        tests=("tests/integration/test_late_cancel.py::"
+               "test_a_cancel_between_the_last_completion_and_the_finish_ends_cancelled",),
+        why="a cancel landing after the last phase completed ends in a success"),
+    mutation(
+        "debate-limit-counts-completed-debates-only", "I7", "storage/phases.py",
+        "                      .where(Phase.plan_id == plan_id, Phase.kind == kind)) or 0",
+        "                      .where(Phase.plan_id == plan_id, Phase.kind == kind,\n"
+        "                             Phase.status == PhaseStatus.COMPLETED)) or 0",
+        tests=("tests/integration/repositories/test_debates.py::"
+               "test_a_stored_debate_counts_against_the_limit_whatever_became_of_it[postgresql-running]",
+               "tests/integration/repositories/test_debates.py::"
+               "test_a_stored_debate_counts_against_the_limit_whatever_became_of_it[sqlite-failed]"),
+        why="a debate still being spoken (or one that failed) leaves its slot free: a resumed plan exceeds the limit"),
+    mutation(
+        "utf16-counts-the-first-astral-only", "I31", "orchestrator/briefing/utf16.py",
+        "        self._astral = [m.start() for m in _ASTRAL.finditer(text)]",
+        "        self._astral = [m.start() for m in _ASTRAL.finditer(text)][:1]",
+        tests=("tests/unit/briefing/test_utf16_offsets.py::test_chunks_of_a_document_astral_in_the_middle_slice_back_exactly",
+               "tests/unit/briefing/test_utf16_offsets.py::test_citations_after_astral_characters_in_the_middle"),
+        why="every span after the second astral character is off: a browser highlights the wrong text"),
+)
