@@ -131,7 +131,7 @@ def field_name(path: Path) -> str:
 
 def at(doc: dict[str, Any], path: Path) -> Any:
     for part in path:
-        doc = doc[part]  # type: ignore[index]
+        doc = doc[part]
     return doc
 
 
