@@ -11,6 +11,8 @@ server meant it. What is guaranteed:
   never dispatched early);
 * text is decoded with an incremental UTF-8 decoder, so a character split across
   reads is reassembled; invalid bytes become U+FFFD instead of failing the call;
+  one byte order mark at the very start is dropped, as the WHATWG decoding does
+  (kept, it would rename the first field ``\\ufeffdata`` and lose the first event);
 * SSE comment lines (``:keep-alive``) are skipped, ``data:`` lines of one event
   are joined with ``\\n``, ``event:`` names and ``id:`` are kept, and the leading
   space after the colon is removed once, as the WHATWG spec says;
@@ -38,7 +40,7 @@ class LineDecoder:
     """Turns a byte stream into complete text lines (without their endings)."""
 
     def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")  # -sig: drops a leading BOM
         self._buffer = ""
         self._skip_lf = False  # the previous read ended in "\r": a leading "\n" belongs to it
 

@@ -36,17 +36,6 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/e2e/test_api_token_session.py::test_a_forged_api_token_session_reads_nothing",),
         why="a forged cookie for the API token reads every tenant's plans and /metrics"),
     mutation(
-        "listed-literal-waives-every-class", "I18", "orchestrator/gateway/egress.py",
-        "            waived = verdict in WAIVABLE and pattern is not None and pattern.waives(target, target.ip)",
-        "            waived = pattern is not None and pattern.waives(target, target.ip)",
-        tests=("tests/unit/llm/test_egress_listed_literals.py::"
-               "test_a_forbidden_class_stays_refused_when_its_literal_is_listed[169.254.169.254-metadata]",
-               "tests/unit/llm/test_egress_listed_literals.py::"
-               "test_a_forbidden_class_stays_refused_when_its_literal_is_listed[0.0.0.0-unspecified]",
-               "tests/unit/llm/test_egress_listed_literals.py::"
-               "test_a_forbidden_class_stays_refused_when_its_literal_is_listed[224.0.0.1-multicast]"),
-        why="an operator who lists the metadata address literally opens it to every plan"),
-    mutation(
         "idle-clock-is-the-first-chunk-clock", "I15", "orchestrator/gateway/watchdog.py",
         "        self._idle = spec.idle_timeout",
         "        self._idle = spec.first_chunk_timeout",

@@ -99,3 +99,13 @@ def test_ndjson_lines_across_reads() -> None:
 def test_ndjson_rejects_a_line_that_is_not_json() -> None:
     with pytest.raises(ValueError):
         NDJSONDecoder().feed(b"not json\n")
+
+
+def test_a_leading_byte_order_mark_is_dropped_even_when_split() -> None:
+    """WHATWG decoding drops one BOM at the start; kept, it renamed the first field to
+    ``\\ufeffdata`` and the first event was lost. One later in the stream is data."""
+    stream = "\ufeffdata: first\n\ndata: \ufeffsecond\n\n".encode()
+    assert feed_all(SSEDecoder(), [stream]) == feed_all(SSEDecoder(), bytewise(stream)) == [
+        SSEEvent(data="first"), SSEEvent(data="\ufeffsecond")]
+    decoder = NDJSONDecoder()
+    assert decoder.feed(b"\xef\xbb") + decoder.feed(b'\xbf{"done": true}\n') == [{"done": True}]
