@@ -24,6 +24,7 @@ from tests.mutants.catalogue import (
     observability,
     offline,
     plans,
+    systematic,
     tenancy,
     trust,
 )
@@ -31,4 +32,5 @@ from tests.mutants.catalogue_types import Mutation
 
 MUTATIONS: tuple[Mutation, ...] = (
     *plans.MUTATIONS, *fence.MUTATIONS, *flow.MUTATIONS, *tenancy.MUTATIONS, *trust.MUTATIONS, *hotpath.MUTATIONS,
-    *briefing.MUTATIONS, *offline.MUTATIONS, *api.MUTATIONS, *fleet.MUTATIONS, *observability.MUTATIONS)
+    *briefing.MUTATIONS, *offline.MUTATIONS, *api.MUTATIONS, *fleet.MUTATIONS, *observability.MUTATIONS,
+    *systematic.MUTATIONS)
