@@ -1,14 +1,18 @@
 """What a user reads of a plan's spend adds up: cost is the completing attempts' rows, split
 into provider-reported and estimated tokens; waste is every other attempt's rows, whoever
-reported them; a running attempt is live cost, not waste; and the view carries the stored
-plan and phases unchanged (issue 18's provider-reported waste; survivors of the systematic
+reported them; a running attempt is live cost, not waste; the view carries the stored plan
+and phases unchanged; and waiting for it ends when it is final or at the timeout (issue 18's provider-reported waste; survivors of the systematic
 mutation run, docs/mutation.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
-from orchestrator.plan.views import PlanView, UsageView, plan_view
+import pytest
+
+from orchestrator.core.errors import WaitTimeout
+from orchestrator.plan.views import PlanView, UsageView, plan_view, wait_final
 from storage import usage
 from storage.read_models import UsageRecord
 from storage.status import PhaseStatus, PlanStatus
@@ -115,3 +119,35 @@ def test_the_view_carries_the_stored_plan_and_phases(planes: Planes) -> None:
     assert {ph.expert for ph in v.phases} >= {"Dana", "Ravi"} and any(ph.summary for ph in v.phases)
     assert v.phase("final").key == "final" and v.phase("opening").key == "opening"
     assert v.to_dict()["phases"][0]["usage"]["calls"] == v.phases[0].usage.calls
+
+
+def test_the_view_carries_a_failure_as_stored(planes: Planes) -> None:
+    plan_id = finished(planes)
+    state = planes.state(plan_id)
+    failed = replace(state, plan=replace(state.plan, status=PlanStatus.FAILED, error_code="llm.upstream",
+                                         error_message="the provider answered 502"),
+                     phases=[replace(p, status=PhaseStatus.FAILED, error_code="llm.timeout", error_message="idle")
+                             if p.key == "final" else p for p in state.phases])
+    v = plan_view(failed, planes.usage(plan_id))
+    assert (v.status, v.error_code, v.error) == (PlanStatus.FAILED, "llm.upstream", "the provider answered 502")
+    assert (v.phase("final").error_code, v.phase("final").error) == ("llm.timeout", "idle")
+    assert v.phase("opening").error_code is None
+
+
+def test_waiting_ends_when_the_plan_is_final_or_at_the_timeout(planes: Planes) -> None:
+    plan_id = finished(planes)
+    done = view(planes, plan_id)
+    running = replace(done, status=PlanStatus.RUNNING)
+    reads: list[str] = []
+
+    def get(after: int) -> Callable[[str], PlanView]:
+        def read(ref: str) -> PlanView:
+            reads.append(ref)
+            return done if len(reads) > after else running
+        return read
+
+    assert wait_final(get(3), plan_id, None, 0.001) == done and len(reads) == 4
+    reads.clear()
+    with pytest.raises(WaitTimeout) as info:
+        wait_final(get(10_000), plan_id, 0.05, 0.005)
+    assert str(info.value) == f"plan {plan_id} still running after 0.05s" and 2 <= len(reads) < 10_000
