@@ -3,12 +3,13 @@ catalogue did not hold: each survived the fast tier before its test was written.
 
 from __future__ import annotations
 
-from tests.mutants.catalogue_types import Mutation, mutation
+from tests.mutants.catalogue_types import Edit, Mutation, mutation
 
 SESSION = "tests/unit/test_session_cookie_is_checked.py"
 TOKENS = "tests/unit/test_token_format_is_strict.py"
 USAGE = "tests/unit/test_usage_view_adds_up.py"
 LOCKS = "tests/unit/test_lock_keys_agree_across_processes.py"
+LITERALS = "tests/unit/llm/test_egress_listed_literals.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     mutation(
@@ -43,4 +44,13 @@ MUTATIONS: tuple[Mutation, ...] = (
                f"{LOCKS}::test_keys_are_pinned_signed_64_bit_integers"),
         why="each process locks its own key: sweeps overlap and a tenant's cap and rate are exceeded through "
             "different API processes"),
+    Mutation(
+        "listed-literal-waives-every-class", "I18", "orchestrator/gateway/egress.py",
+        (Edit("waived = verdict in WAIVABLE and pattern is not None and pattern.waives(target, target.ip)",
+              "waived = pattern is not None and pattern.waives(target, target.ip)"),
+         Edit("        if verdict in WAIVABLE and pattern.waives(target, address):\n",
+              "        if pattern.waives(target, address):\n")),
+        tests=(f"{LITERALS}::test_listing_a_forbidden_literal_never_waives_it",),
+        why="an operator who lists 169.254.169.254 (or 0.0.0.0, a multicast address) literally opens the cloud "
+            "metadata service to plan-defined models"),
 )
