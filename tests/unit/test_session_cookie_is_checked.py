@@ -71,7 +71,7 @@ def test_the_api_token_session_opens_the_page_and_nothing_else_does() -> None:
         assert refused(creds, bad), bad
     # a cookie made for another CONCLAVE_API_TOKEN, or when none is configured any more
     assert refused(credentials("a-different-token"), cookie)
-    assert refused(credentials(None, auth_required=True), cookie)
+    assert refused(credentials(None, auth="tokens"), cookie)
 
 
 def test_a_session_lasts_the_configured_hours_and_not_a_second_more() -> None:
