@@ -25,6 +25,7 @@ from tests.mutants.catalogue import (
     offline,
     plans,
     races,
+    systematic,
     tenancy,
     trust,
 )
@@ -33,4 +34,4 @@ from tests.mutants.catalogue_types import Mutation
 MUTATIONS: tuple[Mutation, ...] = (
     *plans.MUTATIONS, *fence.MUTATIONS, *flow.MUTATIONS, *tenancy.MUTATIONS, *trust.MUTATIONS, *hotpath.MUTATIONS,
     *briefing.MUTATIONS, *offline.MUTATIONS, *api.MUTATIONS, *fleet.MUTATIONS, *observability.MUTATIONS,
-    *races.MUTATIONS)
+    *races.MUTATIONS, *systematic.MUTATIONS)

@@ -20,7 +20,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "lock-key-salted-per-process", "I48", "storage/locks.py",
         '    return int.from_bytes(hashlib.sha256(f"conclave:{name}".encode()).digest()[:8], "big", signed=True)',
         '    return hash(f"conclave:{name}")',
-        tests=(f"{PROCESSES}::test_one_sweep_at_a_time_across_processes",),
+        tests=("tests/unit/test_lock_keys_agree_across_processes.py::test_another_process_computes_the_same_keys",
+               f"{PROCESSES}::test_one_sweep_at_a_time_across_processes"),
         why="each process keys the sweep lock with its own salted hash: sweeps overlap across workers"),
     mutation(
         "tenant-lock-key-salted-per-process", "I10", "storage/tenancy.py",
@@ -33,7 +34,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "api-token-session-mac-unchecked", "I49", "orchestrator/api/auth.py",
         "            return self._api_principal if hmac.compare_digest(mac, claim.mac) else None",
         "            return self._api_principal",
-        tests=("tests/e2e/test_api_token_session.py::test_a_forged_api_token_session_reads_nothing",),
+        tests=("tests/unit/test_session_cookie_is_checked.py::"
+               "test_the_api_token_session_opens_the_page_and_nothing_else_does",
+               "tests/e2e/test_api_token_session.py::test_a_forged_api_token_session_reads_nothing"),
         why="a forged cookie for the API token reads every tenant's plans and /metrics"),
     mutation(
         "idle-clock-is-the-first-chunk-clock", "I15", "orchestrator/gateway/watchdog.py",

@@ -7,7 +7,6 @@ from tests.mutants.catalogue_types import Edit, Mutation, mutation
 
 REGISTRY = "tests/unit/test_registry.py"
 EGRESS_UNIT = "tests/unit/llm/test_egress.py"
-EGRESS_PROPS = "tests/unit/llm/test_egress_properties.py"
 EGRESS = "tests/integration/llm/test_egress.py"
 SECRETS = "tests/integration/llm/test_secrets.py"
 NEVER_WAIVES = f"{EGRESS_UNIT}::test_a_name_pattern_never_waives_the_address_rules"
@@ -85,15 +84,6 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        return not self.wildcard\n",
         tests=(NEVER_WAIVES, NO_CONNECTION),
         why="a listed DNS name may resolve to loopback or a private address (whoever controls its zone picks)"),
-    mutation(
-        "listed-literal-waives-every-class", "I18", "orchestrator/gateway/egress.py",
-        "            waived = verdict in WAIVABLE and pattern is not None and pattern.waives(target, target.ip)\n",
-        "            waived = pattern is not None and pattern.waives(target, target.ip)\n",
-        tests=(f"{EGRESS_PROPS}::test_forbidden_classes_are_never_reached_even_when_listed",
-               f"{EGRESS_PROPS}::test_a_literal_url_is_allowed_exactly_where_the_oracle_allows_it",
-               "tests/unit/llm/test_egress_listed_literals.py::"
-               "test_a_forbidden_class_stays_refused_when_its_literal_is_listed[169.254.169.254-metadata]"),
-        why="an operator who lists a metadata, unspecified or multicast address literally lets calls reach it"),
     mutation(
         "request-not-pinned", "I18", "orchestrator/gateway/egress.py",
         "        pinned_url = str(httpx.URL(url).copy_with(host=str(chosen)))\n",

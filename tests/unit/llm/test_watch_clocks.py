@@ -1,0 +1,107 @@
+"""Which clock ends a model call, read as the reader reads it (:attr:`Watch.reason`, set by
+the process's watchdog thread before it trips the call): the first-chunk timeout until the
+stream shows text, the idle timeout after its last event once it has, the deadline always,
+only the deadline for the fallback, and a cancellation at once. Time is a fake clock; the
+watchdog is the real one (survivors of the systematic mutation run, docs/mutation.md)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from orchestrator.gateway.types import ModelSpec
+from orchestrator.gateway.watchdog import CANCELLED, WATCHDOG, Watch
+
+# every timeout differs, so a swapped clock gives a different answer
+SPEC = ModelSpec(name="m", provider="offline", first_chunk_timeout=10.0, idle_timeout=3.0, deadline=100.0)
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def ended(watch: Watch, clock: Clock, at: float, before: Callable[[], None] = lambda: None) -> str | None:
+    """The watch's reason once the fake clock reads ``at`` (None: not ended within two polls)."""
+    tripped = threading.Event()
+    with WATCHDOG.watching(watch, tripped.set):
+        before()
+        clock.now = at
+        with WATCHDOG._cond:
+            WATCHDOG._cond.notify()
+        tripped.wait(0.6)  # the watchdog polls every 0.25 s
+    return watch.reason
+
+
+def test_no_clock_ends_a_call_early() -> None:
+    clock = Clock()
+    watch = Watch(SPEC, lambda: False, clock)
+    assert ended(watch, clock, 1000.0 + 9.9) is None
+
+
+def test_until_text_the_first_chunk_timeout_ends_it() -> None:
+    clock = Clock()
+    watch = Watch(SPEC, lambda: False, clock)
+    watch.saw(text=False)  # a keep-alive is an event, not text: the first-chunk clock still runs
+    assert ended(watch, clock, 1000.0 + 10.0) == "first_chunk_timeout"
+
+
+def test_after_text_the_idle_timeout_from_the_last_event_ends_it() -> None:
+    clock = Clock()
+    watch = Watch(SPEC, lambda: False, clock)
+    clock.now = 1005.0
+    watch.saw(text=True)
+    clock.now = 1007.0
+    watch.saw(text=False)  # any later event restarts the idle clock
+    assert ended(Watch(SPEC, lambda: False, clock), clock, 1007.0 + 2.9) is None
+    assert ended(watch, clock, 1007.0 + 3.0) == "idle_timeout"
+
+
+def test_text_moves_the_call_past_its_first_chunk_timeout() -> None:
+    clock = Clock()
+    watch = Watch(SPEC, lambda: False, clock)
+    clock.now = 1008.0
+    watch.saw(text=True)
+    clock.now = 1010.5  # past the first-chunk timeout, within idle of the text
+
+    def keep_alive() -> None:
+        watch.saw(text=False)
+
+    assert ended(watch, clock, 1010.5, keep_alive) is None
+
+
+def test_the_deadline_ends_a_call_that_keeps_talking() -> None:
+    clock = Clock()
+    watch = Watch(SPEC, lambda: False, clock)
+    for t in range(1001, 1100):  # text every second: the idle clock never runs out
+        clock.now = float(t)
+        watch.saw(text=True)
+    assert ended(watch, clock, 1000.0 + 100.0) == "deadline"
+
+
+def test_the_fallback_waits_for_the_deadline_only() -> None:
+    clock = Clock()
+    stream = Watch(SPEC, lambda: False, clock)
+    clock.now = 1050.0
+    fallback = stream.fallback()
+    assert fallback.reason is None and not fallback.has_text
+    assert ended(fallback, clock, 1099.0) is None  # no first-chunk or idle clock
+    assert ended(stream.fallback(), clock, 1100.0) == "deadline"  # the call's deadline, not a new one
+
+
+@pytest.mark.parametrize("stop", [True, "raises"])
+def test_a_cancellation_ends_the_call_at_once_and_a_failing_check_does_not(stop: object) -> None:
+    clock = Clock()
+
+    def should_stop() -> bool:
+        if stop == "raises":
+            raise RuntimeError("the database is away")
+        return True
+
+    watch = Watch(SPEC, should_stop, clock)
+    assert ended(watch, clock, 1000.0) == (CANCELLED if stop is True else None)
