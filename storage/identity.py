@@ -60,13 +60,13 @@ def parse_scopes(values: Iterable[str]) -> tuple[str, ...]:
 
 
 def check_tenant(tenant: str) -> str:
-    if not isinstance(tenant, str) or not TENANT_RE.match(tenant):
+    if not isinstance(tenant, str) or not TENANT_RE.fullmatch(tenant):
         raise ValueError(f"tenant {tenant!r} must be 1-64 lower-case letters, digits, '_', '.' or '-'")
     return tenant
 
 
 def check_name(name: str) -> str:
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise ValueError(f"name {name!r} must be 1-80 letters, digits, spaces or _.:@/-")
     return name
 
@@ -111,7 +111,7 @@ def principal_id_of(token: str) -> str | None:
     if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
         return None
     principal_id, sep, secret = token[len(TOKEN_PREFIX):].partition("_")
-    if not sep or not _ID_RE.match(principal_id) or not _SECRET_RE.match(secret):
+    if not sep or not _ID_RE.fullmatch(principal_id) or not _SECRET_RE.fullmatch(secret):
         return None
     return principal_id
 

@@ -47,14 +47,14 @@ def field_error(field: str, message: str) -> list[dict[str, str]]:
 def plan_ref(value: str) -> str:
     """A plan id or task id from the path. Task ids containing ``/`` cannot be addressed
     by path (use the plan id)."""
-    if not REF_RE.match(value):
+    if not REF_RE.fullmatch(value):
         raise InvalidRequest("plan_id must be a plan id or task_id (1-200 letters, digits, '_.:-')",
                              details=field_error("plan_id", "malformed id"))
     return value
 
 
 def phase_key(value: str) -> str:
-    if not KEY_RE.match(value):
+    if not KEY_RE.fullmatch(value):
         raise InvalidRequest("phase key must be 1-120 letters, digits, '_.:-'",
                              details=field_error("key", "malformed phase key"))
     return value
@@ -73,7 +73,7 @@ def event_id(value: str | None, field: str) -> int | None:
     if value is None:
         return None
     value = value.strip()
-    if not EVENT_ID_RE.match(value) or int(value) > MAX_EVENT_ID:
+    if not EVENT_ID_RE.fullmatch(value) or int(value) > MAX_EVENT_ID:
         raise InvalidRequest(f"{field} must be a stored event id (a non-negative integer)",
                              details=field_error(field, "not a non-negative 64-bit integer"))
     return int(value)

@@ -68,7 +68,7 @@ def decode(value: str) -> Claim | None:
     """The claim in a cookie value, or None for anything this module did not make."""
     if len(value) > MAX_VALUE:
         return None
-    m = _VALUE.match(value)
+    m = _VALUE.fullmatch(value)
     if m is None:
         return None
     return Claim(m.group(1), int(m.group(2)), m.group(3))

@@ -82,7 +82,7 @@ def _labels(values: Sequence[str]) -> tuple[str, ...]:
     if len(values) > MAX_LABELS:
         raise _refused("label", f"at most {MAX_LABELS} labels")
     for value in values:
-        if not re.match(LABEL_RE, value):
+        if not re.fullmatch(LABEL_RE, value):
             raise _refused("label", f"{value!r} is not a label")
     return tuple(values)
 
@@ -99,7 +99,7 @@ def _moment(name: str, value: Moment) -> datetime | None:
 
 
 def _task_id(value: str | None) -> str | None:
-    if value is not None and not (0 < len(value) <= 200 and re.match(TASK_ID_RE, value)):
+    if value is not None and not (0 < len(value) <= 200 and re.fullmatch(TASK_ID_RE, value)):
         raise _refused("task_id", "not a task_id")
     return value
 

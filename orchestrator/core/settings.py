@@ -160,7 +160,7 @@ class Settings(BaseSettings):
     @classmethod
     def _key_envs(cls, value: list[str]) -> list[str]:
         for name in value:
-            if not ENV_NAME_RE.match(name):
+            if not ENV_NAME_RE.fullmatch(name):
                 raise ValueError(f"{name!r} is not an environment variable name (A-Z, 0-9, _)")
             if name.startswith(OWN_PREFIX):
                 raise ValueError(f"{name!r}: a plan may never read Conclave's own {OWN_PREFIX}* variables")

@@ -194,7 +194,7 @@ def parse_url(url: str, *, pattern: bool = False) -> tuple[Target, bool]:
         raise EgressRefused("credentials in the URL are refused")
     if parsed.query or parsed.fragment or "?" in text or "#" in text:
         raise EgressRefused("a query or fragment is refused")
-    if not _AUTHORITY.match(text.split("://", 1)[-1].split("/", 1)[0]):
+    if not _AUTHORITY.fullmatch(text.split("://", 1)[-1].split("/", 1)[0]):
         raise EgressRefused("the port must be written as plain digits (no sign, no leading zero)")
     port = parsed.port if parsed.port is not None else DEFAULT_PORTS[scheme]
     if not 1 <= port <= 65535:
@@ -223,7 +223,7 @@ def _host(raw: str, *, bracketed: bool) -> tuple[str, IPAddress | None]:
     if name.endswith("."):
         name = name[:-1]
     labels = name.split(".")
-    if _NUMERIC_LABEL.match(labels[-1]):
+    if _NUMERIC_LABEL.fullmatch(labels[-1]):
         try:
             ip = ipaddress.IPv4Address(name)
         except ValueError:
@@ -231,7 +231,7 @@ def _host(raw: str, *, bracketed: bool) -> tuple[str, IPAddress | None]:
         if str(ip) != name:
             raise EgressRefused(f"{raw!r} is not a canonical IPv4 address")
         return name, ip
-    if len(name) > 253 or not all(_LABEL.match(label) for label in labels):
+    if len(name) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
         raise EgressRefused(f"{raw!r} is not a valid host name")
     return name, None
 

@@ -83,14 +83,14 @@ class RegisteredModel(ModelConfig):
     def _headers(cls, value: dict[str, str]) -> dict[str, str]:
         seen: set[str] = set()
         for header, variable in value.items():
-            if not _HEADER_RE.match(header):
+            if not _HEADER_RE.fullmatch(header):
                 raise ValueError(f"{header!r} is not a valid HTTP header name")
             if header.lower() in RESERVED_HEADERS:
                 raise ValueError(f"header {header!r} is set by the HTTP client and cannot be configured")
             if header.lower() in seen:
                 raise ValueError(f"header {header!r} is given twice")
             seen.add(header.lower())
-            if not isinstance(variable, str) or not _ENV_RE.match(variable):
+            if not isinstance(variable, str) or not _ENV_RE.fullmatch(variable):
                 raise ValueError(f"header {header!r}: {variable!r} is not an environment variable name "
                                  "(the value is read from that variable at call time)")
         return value
@@ -105,7 +105,7 @@ class _RegistryFile(BaseModel):
     @classmethod
     def _names(cls, value: dict[str, RegisteredModel]) -> dict[str, RegisteredModel]:
         for name in value:
-            if not _MODEL_NAME_RE.match(name):
+            if not _MODEL_NAME_RE.fullmatch(name):
                 raise ValueError(f"model name {name!r} must be 1-80 letters, digits, '_', '.' or '-'")
         return value
 

@@ -24,7 +24,7 @@ HOME = "/ui/"
 
 def safe_next(value: str | None) -> str:
     """``value`` if it is a page of this UI, else the plan list."""
-    return value if value and _NEXT.match(value) else HOME
+    return value if value and _NEXT.fullmatch(value) else HOME
 
 
 def parse_form(body: bytes) -> dict[str, str]:

@@ -48,7 +48,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 def safe_code(code: object) -> str | None:
     """``code`` if it is a provider error identifier that may be shown, else None."""
-    if not isinstance(code, str) or not _CODE.match(code):
+    if not isinstance(code, str) or not _CODE.fullmatch(code):
         return None
     if any(len(run) >= _LONG_RUN for run in re.split(r"[_.-]", code)):
         return None

@@ -158,7 +158,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="a transport error's text (internal hosts and addresses) is stored and shown"),
     mutation(
         "any-upstream-code-shown", "I42", "orchestrator/gateway/providers/error_text.py",
-        "    if not isinstance(code, str) or not _CODE.match(code):\n",
+        "    if not isinstance(code, str) or not _CODE.fullmatch(code):\n",
         "    if not isinstance(code, str) or not code:\n",
         tests=(f"{UPSTREAM}::test_only_identifier_like_codes_are_shown",),
         why="an upstream error code that is really a message or a token is shown in the public reason"),
