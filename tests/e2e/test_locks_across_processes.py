@@ -33,6 +33,7 @@ from storage.models import Plan
 from storage.read_models import NewPhase
 from tests.conftest import ROOT
 from tests.e2e.test_api import api, board  # noqa: F401  (api: the API server fixture)
+from tests.statement_gate import StatementGate, statement_gate
 
 READ_TIMEOUT = 30.0
 
@@ -108,51 +109,12 @@ def _until(predicate: Any, what: str, timeout: float = READ_TIMEOUT) -> None:
         time.sleep(0.02)
 
 
-class InsertGate:
-    """Holds the ``INSERT INTO plans`` of the session named :attr:`app` at its start (a
-    statement-level BEFORE trigger waits for an advisory lock this object holds) until
-    :meth:`open`: that session has been admitted and still holds its tenant's lock."""
-
-    def __init__(self, db: Database) -> None:
-        tag = uuid.uuid4().hex[:8]
-        self.app = f"admit-gate-{tag}"
-        self.key = int(tag, 16)
-        self._trigger = f"admit_gate_{tag}"
-        self._db = db
-        with db.engine.begin() as c:
-            c.execute(text(f"""
-                CREATE FUNCTION {self._trigger}() RETURNS trigger LANGUAGE plpgsql AS $$
-                BEGIN
-                    IF current_setting('application_name') = '{self.app}' THEN
-                        PERFORM pg_advisory_lock({self.key});
-                        PERFORM pg_advisory_unlock({self.key});
-                    END IF;
-                    RETURN NULL;
-                END $$"""))
-            c.execute(text(f"CREATE TRIGGER {self._trigger} BEFORE INSERT ON plans "
-                           f"FOR EACH STATEMENT EXECUTE FUNCTION {self._trigger}()"))
-        self._holder = db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-        self._holder.execute(text("SELECT pg_advisory_lock(:k)"), {"k": self.key})
-
-    def open(self) -> None:
-        if not self._holder.closed:
-            self._holder.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
-            self._holder.close()
-
-    def remove(self) -> None:
-        self.open()
-        with self._db.engine.begin() as c:
-            c.execute(text(f"DROP TRIGGER IF EXISTS {self._trigger} ON plans"))
-            c.execute(text(f"DROP FUNCTION IF EXISTS {self._trigger}()"))
-
-
 @pytest.fixture()
-def gate(pg: Database) -> Iterator[InsertGate]:
-    held = InsertGate(pg)
-    try:
+def gate(pg: Database) -> Iterator[StatementGate]:
+    """Holds the ``INSERT INTO plans`` of the first admission: it has been admitted and still
+    holds its tenant's lock."""
+    with statement_gate(pg, name="admit-gate", event="INSERT") as held:
         yield held
-    finally:
-        held.remove()
 
 
 def _running(db: Database, tenant: str) -> int:
@@ -180,7 +142,7 @@ def test_one_sweep_at_a_time_across_processes(clean_db: str, contenders: list[Co
     (("1", "0"), "capacity_exceeded"),  # one active plan per tenant, no rate limit
     (("100", "1"), "rate_limited"),  # one submission per minute, no practical cap
 ], ids=["active-plan-cap", "submit-rate"])
-def test_a_tenants_limit_holds_across_processes(clean_db: str, pg: Database, gate: InsertGate,
+def test_a_tenants_limit_holds_across_processes(clean_db: str, pg: Database, gate: StatementGate,
                                                 contenders: list[Contender], limits: tuple[str, str],
                                                 refusal: str) -> None:
     url = clean_db
@@ -224,7 +186,7 @@ def test_one_resume_guard_between_processes(clean_db: str, pg: Database, contend
     ({"CONCLAVE_MAX_ACTIVE_PLANS": "1"}, "plan.capacity_exceeded"),
     ({"CONCLAVE_SUBMIT_RATE": "1"}, "plan.rate_limited"),
 ], ids=["active-plan-cap", "submit-rate"])
-def test_two_api_processes_admit_one_plan_past_a_limit(api: Any, settings: Any, pg: Database, gate: InsertGate,  # noqa: F811
+def test_two_api_processes_admit_one_plan_past_a_limit(api: Any, settings: Any, pg: Database, gate: StatementGate,  # noqa: F811
                                                        env: dict[str, str], code: str) -> None:
     """The same race through two ``conclave api`` processes: the first one's submission is
     held at its insert (admitted, the tenant's lock held), the second must wait, then be refused."""

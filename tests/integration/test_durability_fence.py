@@ -20,17 +20,16 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
-from storage import Database, contents, plans, usage
+from storage import contents, plans, usage
 from tests.integration.durability import assert_exactly_once, ledger, owner_pid, wait_for
 from tests.llm_server import LLMServer
+from tests.statement_gate import StatementGate, statement_gate
 from tests.stored_rows import content_rows
 
 KEY_ENV = "DURABILITY_TEST_FENCE_KEY"  # not CONCLAVE_*: settings_env drops those
@@ -77,68 +76,13 @@ def settings(private_settings: Any, served: tuple[LLMServer, SecondCallWaits]) -
     return private_settings.model_copy(update={"allowed_key_envs": [KEY_ENV], "allowed_base_urls": [server.url]})
 
 
-class CompletionGate:
-    """Holds every ``UPDATE plans`` of the sessions named ``app`` at its start (a
-    statement-level BEFORE trigger waits for an advisory lock this object holds), until
-    :meth:`open`. Nothing else is held: the trigger fires before the statement locks a row."""
-
-    def __init__(self, db: Database) -> None:
-        tag = uuid.uuid4().hex[:8]
-        self.app = f"fence-worker-a-{tag}"
-        self.key = int(tag, 16)
-        self._trigger = f"fence_gate_{tag}"
-        self._db = db
-        with db.engine.begin() as c:
-            c.execute(text(f"""
-                CREATE FUNCTION {self._trigger}() RETURNS trigger LANGUAGE plpgsql AS $$
-                BEGIN
-                    IF current_setting('application_name') = '{self.app}'
-                       AND current_query() ILIKE 'UPDATE plans SET updated_at%RETURNING plans.cancel_requested%' THEN
-                        PERFORM pg_advisory_lock({self.key});
-                        PERFORM pg_advisory_unlock({self.key});
-                    END IF;
-                    RETURN NULL;
-                END $$"""))
-            c.execute(text(f"CREATE TRIGGER {self._trigger} BEFORE UPDATE ON plans "
-                           f"FOR EACH STATEMENT EXECUTE FUNCTION {self._trigger}()"))
-        self._holder = db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-        self._holder.execute(text("SELECT pg_advisory_lock(:k)"), {"k": self.key})
-
-    def url(self, database_url: str) -> str:
-        """``database_url`` for a session the gate holds."""
-        return f"{database_url}{'&' if '?' in database_url else '?'}application_name={self.app}"
-
-    def waiting(self) -> bool:
-        """A gated session waits in its plan-row lock (``UPDATE plans SET updated_at … RETURNING``)."""
-        with self._db.engine.connect() as c:
-            n = c.execute(text(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND application_name = :app AND wait_event_type = 'Lock' AND wait_event = 'advisory' "
-                "AND query ILIKE 'UPDATE plans SET updated_at%RETURNING plans.cancel_requested%'"),
-                {"app": self.app}).scalar()
-        return bool(n)
-
-    def open(self) -> None:
-        if self._holder.closed:
-            return
-        self._holder.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
-        self._holder.close()
-
-    def remove(self) -> None:
-        self.open()
-        with self._db.engine.begin() as c:
-            c.execute(text("SET LOCAL lock_timeout = '30s'"))
-            c.execute(text(f"DROP TRIGGER IF EXISTS {self._trigger} ON plans"))
-            c.execute(text(f"DROP FUNCTION IF EXISTS {self._trigger}()"))
-
-
 @pytest.fixture()
-def gate(client: Any) -> Iterator[CompletionGate]:
-    held = CompletionGate(client.local.db)
-    try:
+def gate(client: Any) -> Iterator[StatementGate]:
+    """Holds worker A's plan-row lock (``UPDATE plans SET updated_at … RETURNING``), the first
+    statement of its completion."""
+    with statement_gate(client.local.db, name="fence-worker-a", event="UPDATE",
+                        query_like="UPDATE plans SET updated_at%RETURNING plans.cancel_requested%") as held:
         yield held
-    finally:
-        held.remove()
 
 
 def _plan(title: str, model: dict[str, Any]) -> dict[str, Any]:
@@ -157,14 +101,14 @@ def _phase(client: Any, plan_id: str, key: str = "a") -> Any:
     return plans.load_state(client.local.db, plan_id).by_key()[key]
 
 
-def _worker_a(workers: Any, settings: Any, gate: CompletionGate) -> Any:
+def _worker_a(workers: Any, settings: Any, gate: StatementGate) -> Any:
     """Worker A: its database sessions are the ones the gate holds."""
     (a,) = workers.many(1, settings=settings.model_copy(
         update={"database_url": gate.url(settings.database_url)}))
     return a
 
 
-def _a_held_in_completion(client: Any, plan_id: str, gate: CompletionGate, worker: Any) -> None:
+def _a_held_in_completion(client: Any, plan_id: str, gate: StatementGate, worker: Any) -> None:
     """Wait until ``worker``'s attempt 1 has its usage on record and its completion waits at the gate."""
     a = _phase(client, plan_id)
     wait_for(lambda: any(u.phase_id == a.id and u.attempt == 1 for u in usage.rows_for_plan(client.local.db, plan_id)),
@@ -195,7 +139,7 @@ def _tokens(rows: list[Any]) -> int:
 
 @pytest.mark.slow
 def test_a_stalled_worker_comes_back_and_its_result_is_discarded(
-        client: Any, workers: Any, settings: Any, gate: CompletionGate, served: Any) -> None:
+        client: Any, workers: Any, settings: Any, gate: StatementGate, served: Any) -> None:
     server, replies = served
     model = {"provider": "openai", "model": "normal", "base_url": server.url, "api_key_env": KEY_ENV,
              "max_retries": 0, "first_chunk_timeout": 300, "idle_timeout": 300, "deadline": 600}
@@ -250,7 +194,7 @@ def test_a_stalled_worker_comes_back_and_its_result_is_discarded(
 
 @pytest.mark.slow
 def test_a_worker_killed_after_its_usage_was_recorded(
-        client: Any, workers: Any, settings: Any, gate: CompletionGate) -> None:
+        client: Any, workers: Any, settings: Any, gate: StatementGate) -> None:
     plan_id = client.submit(_plan("killed after the call", {"provider": "offline", "options": {"words": 40}}))
     a = _worker_a(workers, settings, gate)
     _a_held_in_completion(client, plan_id, gate, a)

@@ -13,12 +13,10 @@ lock the test holds — before the statement locks any row — until the cancel 
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from orchestrator.control.coordinator import Coordinator
 from orchestrator.control.dispatch import RecordingDispatcher
@@ -26,53 +24,7 @@ from orchestrator.core.bus import MemoryBus
 from storage import Database, connect, outbox, plans
 from tests.integration.durability import wait_for
 from tests.integration.repositories.ledger import claim, complete, new_plan
-
-
-class FinishGate:
-    """Holds the plan-finishing ``UPDATE plans`` of the sessions named :attr:`app` until :meth:`open`."""
-
-    def __init__(self, db: Database) -> None:
-        tag = uuid.uuid4().hex[:8]
-        self.app = f"finish-gate-{tag}"
-        self.key = int(tag, 16)
-        self._trigger = f"finish_gate_{tag}"
-        self._db = db
-        with db.engine.begin() as c:
-            c.execute(text(f"""
-                CREATE FUNCTION {self._trigger}() RETURNS trigger LANGUAGE plpgsql AS $$
-                BEGIN
-                    IF current_setting('application_name') = '{self.app}'
-                       AND current_query() ILIKE 'UPDATE plans SET%finished_at%' THEN
-                        PERFORM pg_advisory_lock({self.key});
-                        PERFORM pg_advisory_unlock({self.key});
-                    END IF;
-                    RETURN NULL;
-                END $$"""))
-            c.execute(text(f"CREATE TRIGGER {self._trigger} BEFORE UPDATE ON plans "
-                           f"FOR EACH STATEMENT EXECUTE FUNCTION {self._trigger}()"))
-        self._holder = db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-        self._holder.execute(text("SELECT pg_advisory_lock(:k)"), {"k": self.key})
-
-    def url(self, database_url: str) -> str:
-        return f"{database_url}{'&' if '?' in database_url else '?'}application_name={self.app}"
-
-    def waiting(self) -> bool:
-        with self._db.engine.connect() as c:
-            return bool(c.execute(text(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND application_name = :app AND wait_event_type = 'Lock' AND wait_event = 'advisory'"),
-                {"app": self.app}).scalar())
-
-    def open(self) -> None:
-        if not self._holder.closed:
-            self._holder.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
-            self._holder.close()
-
-    def remove(self) -> None:
-        self.open()
-        with self._db.engine.begin() as c:
-            c.execute(text(f"DROP TRIGGER IF EXISTS {self._trigger} ON plans"))
-            c.execute(text(f"DROP FUNCTION IF EXISTS {self._trigger}()"))
+from tests.statement_gate import StatementGate, statement_gate
 
 
 @pytest.fixture()
@@ -83,12 +35,10 @@ def pg(clean_db: str) -> Iterator[Database]:
 
 
 @pytest.fixture()
-def gate(pg: Database) -> Iterator[FinishGate]:
-    held = FinishGate(pg)
-    try:
+def gate(pg: Database) -> Iterator[StatementGate]:
+    """Holds the plan-finishing ``UPDATE plans`` of the coordinator's session."""
+    with statement_gate(pg, name="finish-gate", event="UPDATE", query_like="UPDATE plans SET%finished_at%") as held:
         yield held
-    finally:
-        held.remove()
 
 
 def _coordinator(db: Database, settings: Any) -> Coordinator:
@@ -96,7 +46,7 @@ def _coordinator(db: Database, settings: Any) -> Coordinator:
 
 
 def test_a_cancel_between_the_last_completion_and_the_finish_ends_cancelled(
-        pg: Database, gate: FinishGate, settings: Any) -> None:
+        pg: Database, gate: StatementGate, settings: Any) -> None:
     plan_id = new_plan(pg, "late cancel")
     for key in ("opening", "final"):
         claimed = claim(pg, plan_id, key, "w1")
