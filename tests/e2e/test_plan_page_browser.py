@@ -29,6 +29,12 @@ STREAMING = """key => {
   return card.dataset.status === 'running' && card.querySelector('.text').textContent.length > 30;
 }"""
 
+# what a user sees of the card a citation points at: an outline, on that card
+TARGET_OUTLINED = """id => location.hash === '#' + id && getComputedStyle(document.getElementById(id)).outlineStyle === 'solid'"""
+OUTLINED = "cards => cards.filter(c => getComputedStyle(c).outlineStyle === 'solid').map(c => c.id)"
+
+FRAGMENT = "**/ui/plans/*/live"
+
 ROUND_ONE_SPEAKING = """() => Array.from(document.querySelectorAll('.level[data-level="1"] .phase'))
   .filter(c => c.dataset.status === 'running' && c.querySelector('.text').textContent.length > 60).length >= 2"""
 
@@ -71,6 +77,14 @@ def test_a_user_watches_a_running_board_live(api: Any, workers: Any, settings: A
     assert shot.stat().st_size > 20_000
     if os.environ.get("PLAN_PAGE_SCREENSHOT"):
         shutil.copyfile(shot, ROOT / os.environ["PLAN_PAGE_SCREENSHOT"])
+    # from here the server's fragment (the overview and the graph, refreshed after events) is
+    # held back, as a slow network would, until a citation has been followed
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:
+        held.append(route)
+
+    page.route(FRAGMENT, hold)
 
     # the plan ends: every card completed, the synthesis shown with its phase citations linked
     page.wait_for_function("() => document.getElementById('plan-status').dataset.status === 'completed'",
@@ -87,10 +101,17 @@ def test_a_user_watches_a_running_board_live(api: Any, workers: Any, settings: A
     links = page.eval_on_selector_all("#synthesis a.cite-phase", "as => as.map(a => a.getAttribute('href'))")
     assert links and all(h.startswith("#phase-") for h in links), links
     page.click("#synthesis a.cite-phase >> nth=0")
-    assert page.evaluate("document.querySelector(':target').id") == links[0][1:]
-    # the overview is the server's, refreshed 150 ms after an event: it catches up with the cards
+    page.wait_for_function(TARGET_OUTLINED, arg=links[0][1:], timeout=WAIT_MS)  # the cited card is outlined
+    # the refreshes held since round one now arrive: the server's fragment replaces the cards,
+    # the overview catches up with them, and the cited card is still the one outlined
+    assert held  # at least one refresh was held back
+    for route in held:  # a refresh that arrives meanwhile is held and released here too
+        route.continue_()
+    page.unroute(FRAGMENT)
     page.wait_for_function("() => document.getElementById('overview').textContent.includes('7 of 7 done')",
                            timeout=WAIT_MS)
+    assert page.evaluate(TARGET_OUTLINED, links[0][1:])
+    assert page.eval_on_selector_all(".phase", OUTLINED) == [links[0][1:]]
 
     assert seen.errors == []
     # the session reads but never writes, even from the page itself

@@ -256,9 +256,20 @@
       if (old) card.querySelector(".text").replaceWith(old.querySelector(".text"));
     }
     document.getElementById("graph").replaceWith(graph);
+    markCited();
     watchSizes();
     drawSoon();
     tick();
+  }
+
+  // The card a phase citation points at (the URL's fragment) is marked with a class, not
+  // only by :target: a refresh replaces the cards, and a fresh card is never the target.
+  function markCited() {
+    for (const card of document.querySelectorAll(".phase.cited")) card.classList.remove("cited");
+    let id = "";
+    try { id = decodeURIComponent(location.hash.slice(1)); } catch (e) { return; }
+    const card = id && document.getElementById(id);
+    if (card && card.classList.contains("phase")) card.classList.add("cited");
   }
 
   let drawing = false;
@@ -379,6 +390,8 @@
     if (target.closest("#document .close")) document.getElementById("document").hidden = true;
   });
 
+  window.addEventListener("hashchange", markCited);
+  markCited();
   watchSizes();
   drawSoon();
   tick();
