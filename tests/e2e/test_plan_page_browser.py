@@ -30,7 +30,8 @@ STREAMING = """key => {
 }"""
 
 # what a user sees of the card a citation points at: an outline, on that card
-TARGET_OUTLINED = """id => location.hash === '#' + id && getComputedStyle(document.getElementById(id)).outlineStyle === 'solid'"""
+TARGET_OUTLINED = """id => location.hash === '#' + id
+  && getComputedStyle(document.getElementById(id)).outlineStyle === 'solid'"""
 OUTLINED = "cards => cards.filter(c => getComputedStyle(c).outlineStyle === 'solid').map(c => c.id)"
 
 FRAGMENT = "**/ui/plans/*/live"
