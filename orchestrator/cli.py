@@ -102,8 +102,11 @@ def summary(view: PlanView, synthesis: str | None, citations: Sequence[CitationV
         "status": view.status, "error_code": view.error_code, "error": view.error,
         "usage": view.usage.__dict__,
         "phases": [{"id": p.key, "kind": p.kind, "expert": p.expert, "status": p.status, "attempt": p.attempt,
-                    "truncated": p.truncated, "error_code": p.error_code, "usage": p.usage.__dict__}
+                    "truncated": p.truncated, "error_code": p.error_code, "usage": p.usage.__dict__,
+                    "verdict": p.verdict}
                    for p in view.phases],
+        "decision": view.decision,
+        "warnings": view.warnings,
         "synthesis": synthesis,
         "citations": [c.to_dict() for c in citations],  # the synthesis's briefing citations, resolved
     }
@@ -222,8 +225,15 @@ def status(plan_id: str, as_json: bool, url: str | None, token: str | None) -> N
                 f"{view.done}/{len(view.phases)} done  {view.usage.total_tokens:,} tokens"
                 + (" (est.)" if view.usage.estimated else ""), highlight=False)
         for p in view.phases:
+            said = "" if not p.verdict or p.kind == "decision" else (
+                f"  verdict: {p.verdict.get('answer')} ({p.verdict.get('confidence', 0):.2f})"
+                if p.verdict.get("answer") is not None else "  verdict: abstained")
             c.print(f"  {p.status:<10} {p.key:<28} {p.expert or '':<12} attempt {p.attempt}"
-                    + (f"  {p.error_code}" if p.error_code else ""), highlight=False)
+                    + (f"  {p.error_code}" if p.error_code else "") + said, highlight=False)
+        from orchestrator.client.console import decision_lines
+
+        for line in decision_lines(view):
+            c.print(line)
 
 
 @cli.command()

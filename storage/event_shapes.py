@@ -59,6 +59,12 @@ def phase_completed(phase: _Phase, *, attempt: int, chars: int, truncated: bool,
                                         "k": k, "n": n}, phase.key)
 
 
+def decision_recorded(phase_key: str, record: dict[str, Any]) -> NewEvent:
+    """The panel's decision, computed by code from the experts' verdicts
+    (:mod:`orchestrator.deliberation.protocols`): the whole record, each vote with its weight."""
+    return NewEvent("decision_recorded", dict(record), phase_key)
+
+
 def phase_failed(phase: _Phase, *, attempt: int, error_code: str, error: str, k: int, n: int) -> NewEvent:
     return NewEvent("phase_failed", {**_about(phase, attempt), "error_code": error_code, "error": error[:500],
                                      "k": k, "n": n}, phase.key)

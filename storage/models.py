@@ -128,6 +128,9 @@ class Phase(Base):
     truncated: Mapped[bool] = mapped_column(Boolean, default=False)
     error_code: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
+    # the machine-readable part of a completed result: an expert's verdict, the decision
+    # phase's tally, the chair's stated answer (orchestrator.deliberation); None without one
+    verdict: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -157,6 +157,8 @@ def complete_phase(
     fallback: bool,
     offloaded: bool,
     insertion: Insertion | None = None,
+    verdict: dict[str, Any] | None = None,
+    events: Sequence[NewEvent] = (),
 ) -> Finished:
     """Finish a phase with its result, in one transaction, in the order DESIGN.md gives:
     lock the plan row → cancel flag → content → fenced status update → outbox event.
@@ -167,7 +169,8 @@ def complete_phase(
     ran) or fenced (another attempt owns the phase; nothing was written), with the
     plan's progress, which the event carries too, and the events it stored.
     ``insertion`` is applied only while fewer than the plan's ``max_debates`` groups of
-    that kind are stored (read under the plan's lock).
+    that kind are stored (read under the plan's lock). ``verdict`` is stored with the status;
+    ``events`` (a decision's ``decision_recorded``) are appended before ``phase_completed``.
 
     Idempotent for its own attempt: when a previous call committed but its
     caller never heard back (the connection dropped after COMMIT) and retries,
@@ -175,7 +178,7 @@ def complete_phase(
     """
     now = utcnow()
     result = Result(phase_id=phase_id, attempt=attempt, content_id=str(uuid.uuid4()), text=text, summary=summary,
-                    truncated=truncated, fallback=fallback, offloaded=offloaded)
+                    truncated=truncated, fallback=fallback, offloaded=offloaded, verdict=verdict)
     try:
         with db.transaction() as s:
             plan = db.sql.lock_plan(s, plan_id, now)
@@ -183,7 +186,7 @@ def complete_phase(
                 raise _Fenced
             if plan.cancel_requested:
                 return _cancel(db, s, plan_id, phase_id, attempt, now)
-            if insertion is None:
+            if insertion is None and not events:
                 done = db.sql.complete(s, plan_id, result, now)
                 if done is None:
                     raise _Fenced
@@ -192,7 +195,8 @@ def complete_phase(
             about = db.sql.store_result(s, plan_id, result, now)
             if about is None:
                 raise _Fenced
-            inserted = _insert(db, s, plan_id, insertion, plan, now)
+            inserted = _insert(db, s, plan_id, insertion, plan, now) if insertion is not None else ()
+            inserted += tuple(db.sql.append(s, plan_id, e, now) for e in events)
             k, n = db.sql.progress(s, plan_id)
             event = db.sql.append(s, plan_id, event_shapes.phase_completed(
                 about, attempt=attempt, chars=len(text), truncated=truncated, fallback=fallback,

@@ -67,6 +67,7 @@ class PhaseRecord:
     error_message: str | None
     started_at: datetime | None
     finished_at: datetime | None
+    verdict: dict[str, Any] | None = None  # see storage.models.Phase.verdict
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", PhaseStatus(self.status))

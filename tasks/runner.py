@@ -19,8 +19,9 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from orchestrator import tracing
 from orchestrator.core.bus import Bus, publish_events
@@ -30,12 +31,13 @@ from orchestrator.gateway.failures import LLMError
 from orchestrator.gateway.model_gateway import Gateway
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, Provider, Usage
 from orchestrator.metrics import MeasureCalls, recorder
+from orchestrator.plan import tally
 from orchestrator.plan.debates import MalformedVerdict, debate_insertion, parse_verdict
 from orchestrator.plan.divergence import lexical_verdict
-from orchestrator.plan.prompts import build_request, divergence_retry
+from orchestrator.plan.prompts import build_request, divergence_retry, verdict_repair
 from orchestrator.plan.registry import ModelResolver
 from orchestrator.plan.schema import BoardPlan, TeamPlan, parse_plan
-from storage import Database, Unavailable, phases, plans, usage
+from storage import Database, Unavailable, event_shapes, phases, plans, usage
 from storage.status import Outcome
 from tasks.briefer import Briefer
 from tasks.claimed import PhaseWork
@@ -108,6 +110,8 @@ class PhaseRunner:
             self.publish_text(work, next(seq), text)
 
         try:
+            if work.phase.kind == "decision":
+                return self.record_decision(work)
             decided = self.decide_without_model(work)  # e.g. a lexical divergence check
             if decided is not None:
                 completion = decided
@@ -116,7 +120,12 @@ class PhaseRunner:
                 completion = gateway.call(spec, request, on_text=on_text, should_stop=lease.should_stop)
                 followup = self.followup(work, request, completion)
                 if followup is not None:
-                    completion = gateway.call(spec, followup, should_stop=lease.should_stop)
+                    again = gateway.call(spec, followup, should_stop=lease.should_stop)
+                    if followup.purpose == "verdict_repair":  # the turn keeps its words; the repair adds its line
+                        return self.complete(work, replace(completion, text=f"{as_text(completion.text).rstrip()}"
+                                                                             f"\n\n{again.text.strip()}"),
+                                             repaired=True)
+                    completion = again
         except LLMError as exc:
             if lease.shutting_down:
                 return self.release(work, exc)
@@ -171,7 +180,11 @@ class PhaseRunner:
         return self.models.spec(plan, name)
 
     def followup(self, work: PhaseWork, request: ChatRequest, completion: Completion) -> ChatRequest | None:
-        """A corrective request when a structured answer is malformed (once), else None."""
+        """A corrective request when a structured answer is malformed (once), else None: a
+        divergence verdict is asked again whole; an expert's verdict line is asked for alone."""
+        problem = tally.needs_repair(work.plan, work.phase, as_text(completion.text))
+        if problem is not None and not completion.truncated:
+            return verdict_repair(work.plan, request, problem)
         if work.phase.kind != "divergence" or request.hints.get("retry"):
             return None
         try:
@@ -191,11 +204,24 @@ class PhaseRunner:
             purpose=purpose, model=f"{spec.provider}:{spec.model or spec.name}", input_tokens=used.input_tokens,
             output_tokens=used.output_tokens, source=used.source, method=used.method))
 
-    def complete(self, work: PhaseWork, completion: Completion) -> Outcome:
-        """Store the result (see :func:`storage.phases.complete_phase` for the order of
-        writes), then publish what was stored. Returns completed | cancelled | fenced."""
+    def record_decision(self, work: PhaseWork) -> Outcome:
+        """The ``decision`` phase: the tally of its inputs' stored verdicts
+        (:mod:`orchestrator.plan.tally`) — code, no model, no tokens, no usage row. Its text is
+        the record read aloud, its verdict the record, stored with a ``decision_recorded`` event."""
+        decision = tally.decide(work.plan, work.plan_id, work.inputs)
+        read_aloud = Completion(text=tally.decision_text(decision), usage=Usage(0, 0, "estimated", "tally"),
+                                finish_reason=f"tally:{decision.protocol}")
+        return self.complete(work, read_aloud, decided=decision.as_json())
+
+    def complete(self, work: PhaseWork, completion: Completion, *, repaired: bool = False,
+                 decided: dict[str, Any] | None = None) -> Outcome:
+        """Store the result with its verdict (see :func:`storage.phases.complete_phase` for the
+        order of writes), then publish what was stored. Returns completed | cancelled | fenced."""
         text = as_text(completion.text)
         insertion = None
+        events = [] if decided is None else [event_shapes.decision_recorded(work.key, decided)]
+        answer = decided if decided is not None else tally.phase_verdict(work.plan, work.phase, text, work.inputs,
+                                                                         repaired=repaired)
         if work.phase.kind == "divergence" and isinstance(work.plan, TeamPlan):
             try:
                 verdict = parse_verdict(text)
@@ -209,7 +235,7 @@ class PhaseRunner:
         done = self._durably(lambda: phases.complete_phase(
             self.db, plan_id=work.plan_id, phase_id=work.phase.id, attempt=work.attempt, text=text,
             summary=summary, truncated=completion.truncated, fallback=completion.fallback,
-            offloaded=len(text) > self.settings.inline_limit, insertion=insertion))
+            offloaded=len(text) > self.settings.inline_limit, insertion=insertion, verdict=answer, events=events))
         if done.status == Outcome.FENCED:
             log.warning("result discarded: another attempt owns the phase", extra={"action": "phase.fenced"})
             return done.status

@@ -34,7 +34,7 @@ from storage.status import PHASE_FINAL, PhaseStatus, PlanStatus
 TITLES = {
     "opening": "Opening", "turn": "Round {round}", "round_summary": "Round {round} summary",
     "final_summary": "Final summary", "expert": "{key}", "divergence": "Divergence check",
-    "debate": "Debate", "synthesis": "Synthesis",
+    "debate": "Debate", "synthesis": "Synthesis", "decision": "Decision (tallied by code)",
 }
 STATUS_STYLE = {PhaseStatus.COMPLETED: "green", PhaseStatus.FAILED: "red", PhaseStatus.CANCELLED: "yellow",
                 PhaseStatus.SKIPPED: "dim", PhaseStatus.RUNNING: "cyan", PhaseStatus.PENDING: "dim"}
@@ -73,6 +73,36 @@ def verdict_line(p: PhaseView, text: str, view: PlanView) -> list[Text]:
         lines.append(Text(f"   ↳ debate inserted ({groups} so far): {who_debates}{rewired}", style="magenta"))
     else:
         lines.append(Text("   ↳ no debate: the plan's max_debates is reached", style="magenta"))
+    return lines
+
+
+def decision_lines(view: PlanView) -> list[Text]:
+    """The panel's decision in a line or two (protocol, answer, agreement, the chair's
+    consistency), and what weakens it; empty for a plan that declares no answer."""
+    lines = [Text(f"⚠ {w}", style="yellow") for w in view.warnings]
+    d = view.decision
+    if d is None:
+        return lines
+    chair = d.get("chair") or {}
+    if d.get("protocol") == "chair":
+        lines.append(Text(f"Decision (the chair): {chair.get('answer')}", style="bold"))
+        return lines
+    votes = d.get("votes") or []
+    agree = next((len(c.get("voters") or []) for c in d.get("candidates") or [] if c.get("key") == d.get("key")), 0)
+    answer = d.get("key") if d.get("key") is not None else "no answer"
+    facts = [f"{agree} of {len(votes)} agree", f"margin {d.get('margin', 0):g}"]
+    if d.get("abstentions"):
+        facts.append(f"{d['abstentions']} abstained")
+    if d.get("tie_break"):
+        facts.append(f"tie broken by {d['tie_break']['by']}")
+    if d.get("consensus"):
+        facts.append("consensus reached" if d["consensus"]["reached"] else "no consensus")
+    lines.append(Text(f"Decision ({d.get('protocol')}): {answer} — {', '.join(facts)}", style="bold"))
+    if chair.get("matches") is False:
+        lines.append(Text(f"✗ the chair's synthesis states {chair.get('answer')!r}, not the tally's answer: flagged",
+                          style="red"))
+    elif chair.get("matches"):
+        lines.append(Text("✓ the chair's synthesis states the same answer", style="green"))
     return lines
 
 
@@ -233,6 +263,8 @@ class MeetingView:
                           if p.kind == "turn" and p.status == PhaseStatus.FAILED and p.expert})
         if missing:
             self.console.print(Text(f"missing from the meeting: {', '.join(missing)}", style="yellow"))
+        for line in decision_lines(view):
+            self.console.print(line)
         done = f"{view.done}/{len(view.phases)} phases"
         self.console.print(Rule(f"[{style}]{view.status}[/] · {done} · {usage}"))
         if view.error and view.status != PlanStatus.COMPLETED:

@@ -3,7 +3,10 @@
 Board: ``opening`` → per round ``rN.<expert>`` turns in parallel → ``rN.summary``
 → ``final``. Team: the declared phases; a divergence ``check-N`` after every set
 of two or more parallel expert phases (same dependencies); ``synthesis`` last.
-Debates are not expanded here: a check inserts them while the plan runs.
+Debates are not expanded here: a check inserts them while the plan runs. A plan whose
+answer is tallied (``decide:`` a protocol other than ``chair``) has a ``decision`` phase
+before its last: computed by code from the experts' verdicts, no model
+(:mod:`orchestrator.deliberation.protocols`); the chair's final phase depends on it.
 
 Every phase is stored with its transitive ``inputs`` (the keys of everything it depends
 on, directly or not), so a claim reads its inputs without loading the plan.
@@ -17,6 +20,8 @@ from collections import defaultdict
 from orchestrator.plan.dag import closure
 from orchestrator.plan.schema import BoardPlan, TeamPlan
 from storage.read_models import NewPhase
+
+DECISION = "decision"  # the key of a tallied plan's decision phase
 
 
 def expand(plan: BoardPlan | TeamPlan) -> list[NewPhase]:
@@ -40,6 +45,10 @@ def expand_board(plan: BoardPlan) -> list[NewPhase]:
                            meta={"tolerate_failed_deps": tolerate})
         phases.append(summary)
         prev = summary.key
+    if plan.tallied:
+        phases.append(NewPhase(key=DECISION, kind="decision", position=len(phases), depends_on=[prev],
+                               round=plan.rounds + 1))
+        prev = DECISION
     phases.append(NewPhase(key="final", kind="final_summary", position=len(phases), depends_on=[prev],
                            expert=plan.moderator.name, round=plan.rounds + 1, meta={"terminal": True}))
     return phases
@@ -69,8 +78,11 @@ def expand_team(plan: TeamPlan) -> list[NewPhase]:
     for check, group in checks.items():
         phases.append(NewPhase(key=check, kind="divergence", position=len(phases), depends_on=list(group),
                                expert=plan.synthesis.expert, meta={"examines": group}))
-    inputs = plan.synthesis.depends_on or [ph.id for ph in plan.phases]
+    inputs = with_checks(list(plan.synthesis.depends_on or [ph.id for ph in plan.phases]))
+    if plan.tallied:
+        phases.append(NewPhase(key=DECISION, kind="decision", position=len(phases), depends_on=inputs))
+        inputs = [*inputs, DECISION]
     phases.append(NewPhase(key="synthesis", kind="synthesis", position=len(phases),
-                           depends_on=with_checks(list(inputs)), expert=plan.synthesis.expert,
+                           depends_on=inputs, expert=plan.synthesis.expert,
                            meta={"prompt": plan.synthesis.prompt, "terminal": True}))
     return phases

@@ -10,11 +10,13 @@ briefing adds the passages picked for the call to the end of its prompt
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from orchestrator.briefing.retrieval import render
+from orchestrator.deliberation.answers import ChoiceAnswer, NumberAnswer
 from orchestrator.gateway.budget import estimate_tokens
 from orchestrator.gateway.types import ChatRequest, ContextBlock
 from orchestrator.plan.schema import BoardPlan, Expert, Skill, TeamPlan
@@ -81,6 +83,29 @@ SYNTHESIS = (
     "square brackets, e.g. [{example}]. Where a debate took place, report its outcome."
 )
 SYNTHESIS_DEBATE = " Debate {group} on {topic!r} between {participants}: say who moved and who held firm."
+VERDICT = (
+    "End with one line of its own, the last line, exactly in this form:\n"
+    'Verdict: {{"answer": {answer}, "confidence": <a number from 0 to 1>, "reason": "<one line>"}}'
+)
+VERDICT_CHOICE = "<one of: {options}>"
+VERDICT_NUMBER = "<a number>"
+VERDICT_TEXT = '"<your answer, in a few words>"'
+VERDICT_REPAIR = (
+    "Your previous answer ended without a verdict that could be read ({problem}). Reply with ONLY the "
+    "verdict line for the answer you gave, nothing else:\n"
+    'Verdict: {{"answer": {answer}, "confidence": <0 to 1>, "reason": "<one line>"}}'
+)
+CHAIR_DECISION = (
+    "\nThe panel's decision, tallied from the experts' verdicts by {protocol}: {answer}. State this answer "
+    "in your Recommendation, and end with the verdict line giving it. {verdict}"
+)
+CHAIR_NO_DECISION = (
+    "\nThe experts' verdicts gave no winner ({protocol}): say so in your Recommendation. {verdict}"
+)
+CHAIR_VERDICT = "\nGive the panel's answer as you judge it from the meeting. {verdict}"
+#: the phases whose text ends with an expert's verdict, when the plan declares its answer
+VERDICT_KINDS = frozenset({"turn", "expert", "debate"})
+CHAIR_KINDS = frozenset({"final_summary", "synthesis"})
 BRIEFING = (
     "## Briefing\n"
     "Passages from the documents attached to this plan, the most relevant to your part first. Work from "
@@ -121,17 +146,57 @@ def build_request(plan: BoardPlan | TeamPlan, phase: PhaseRecord, inputs: Sequen
     chairing = isinstance(plan, BoardPlan) and phase.kind in ("opening", "round_summary", "final_summary")
     if expert and not chairing:  # the chair is hinted as "moderator", never as a panel member
         hints |= {"expert": expert.name, "role": expert.role}
-    if isinstance(plan, BoardPlan):
-        return _board(plan, phase, blocks, hints)
-    return _team(plan, phase, blocks, hints, texts, inputs)
+    request = _board(plan, phase, blocks, hints) if isinstance(plan, BoardPlan) else _team(
+        plan, phase, blocks, hints, texts, inputs)
+    return with_verdict(plan, phase, inputs, request)
+
+
+def with_verdict(plan: BoardPlan | TeamPlan, phase: PhaseRecord, inputs: Sequence[PhaseRecord],
+                 request: ChatRequest) -> ChatRequest:
+    """``request`` asking for the verdict line its phase ends with, when the plan declares its
+    answer: an expert's (with the answers its inputs already gave, as hints) or the chair's
+    (with the tally it must state). Unchanged otherwise."""
+    if plan.answer is None or phase.kind not in VERDICT_KINDS | CHAIR_KINDS:
+        return request
+    verdict = VERDICT.format(answer=_answer_slot(plan))
+    hints = {**request.hints, "answer": plan.answer.model_dump(mode="json")}
+    if phase.kind in VERDICT_KINDS:
+        hints |= {"verdict": "turn", "peer_answers": [
+            {"expert": p.expert, "round": p.round, "answer": p.verdict.get("answer")}
+            for p in inputs if p.kind in VERDICT_KINDS and p.verdict is not None]}
+        return replace(request, prompt=f"{request.prompt}\n\n{verdict}", hints=hints)
+    hints["verdict"] = "chair"
+    decision = next((p.verdict for p in inputs if p.kind == "decision" and p.verdict is not None), None)
+    if decision is None:
+        ask = CHAIR_VERDICT.format(verdict=verdict)
+    else:
+        hints["decision"] = {k: decision.get(k) for k in ("protocol", "answer", "key")}
+        ask = (CHAIR_DECISION if decision.get("answer") is not None else CHAIR_NO_DECISION).format(
+            protocol=decision.get("protocol"), answer=decision.get("key"), verdict=verdict)
+    return replace(request, prompt=f"{request.prompt}\n{ask}", hints=hints)
+
+
+def verdict_repair(plan: BoardPlan | TeamPlan, request: ChatRequest, problem: str) -> ChatRequest:
+    """The one repair request for a turn whose verdict could not be read."""
+    return ChatRequest(request.system, request.prompt + "\n\n" + VERDICT_REPAIR.format(
+        problem=problem, answer=_answer_slot(plan)), request.context, purpose="verdict_repair",
+        hints={**request.hints, "verdict": "repair", "verdict_problem": problem})
+
+
+def _answer_slot(plan: BoardPlan | TeamPlan) -> str:
+    answer = plan.answer
+    if isinstance(answer, ChoiceAnswer):
+        return VERDICT_CHOICE.format(options=", ".join(json.dumps(o, ensure_ascii=False) for o in answer.options))
+    return VERDICT_NUMBER if isinstance(answer, NumberAnswer) else VERDICT_TEXT
 
 
 def _block(plan: BoardPlan | TeamPlan, p: PhaseRecord, text: str) -> ContextBlock:
-    who = f"{p.expert}" + (f" ({plan.expert(p.expert).role})" if p.expert else "")
+    who = f"{p.expert}" + (f" ({plan.expert(p.expert).role})" if p.expert else "") if p.expert else ""
     title = {
         "opening": f"Opening by {who}", "turn": f"Round {p.round}: {who}",
         "round_summary": f"Round {p.round} summary by {who}", "expert": f"{who}",
         "debate": f"Debate: {who}", "synthesis": f"Synthesis by {who}",
+        "decision": "The panel's decision (tallied by code)",
     }.get(p.kind, f"{p.kind} by {who}")
     return ContextBlock(source=p.key, title=title, text=text)
 

@@ -18,9 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from orchestrator.briefing.entries import BriefingDocument, check_briefing
 from orchestrator.core.errors import InvalidPlan
+from orchestrator.deliberation.answers import AnswerSpec, ChoiceAnswer, Protocol, StopWhen
 from storage.ids import as_plan_id
 
 PROVIDERS = ("offline", "openai", "ollama", "anthropic")
+ANSWER_TYPES = ("choice", "number", "text")
 NAME_RE = r"^[A-Za-z][A-Za-z0-9 _.'-]{0,39}$"
 ID_RE = r"^[a-z0-9][a-z0-9_-]{0,59}$"
 
@@ -120,6 +122,8 @@ class _PlanBase(_Strict):
     labels: Labels = Field(default_factory=list)
     budget: Budget | None = None
     briefing: list[BriefingDocument] = Field(default_factory=list, max_length=10_000)
+    answer: AnswerSpec | None = None
+    decide: Protocol = "chair"
 
     @field_validator("models")
     @classmethod
@@ -140,6 +144,22 @@ class _PlanBase(_Strict):
         if problem:
             raise _FieldError(*problem)
         return self
+
+    @model_validator(mode="after")
+    def _check_decision(self) -> _PlanBase:
+        """A protocol other than ``chair`` tallies verdicts, so it needs the plan's answer;
+        Borda ranks options, so it needs a choice."""
+        if self.decide != "chair" and self.answer is None:
+            raise _FieldError("decide", f"{self.decide!r} tallies the experts' verdicts: declare the plan's "
+                                        "answer (e.g. answer: {type: choice, options: [yes, no]})")
+        if self.decide == "borda" and not isinstance(self.answer, ChoiceAnswer):
+            raise _FieldError("decide", "'borda' ranks options: it needs answer.type 'choice'")
+        return self
+
+    @property
+    def tallied(self) -> bool:
+        """Whether the panel's answer is decided by a tally (a ``decision`` phase), not by the chair."""
+        return self.answer is not None and self.decide != "chair"
 
     def expert(self, name: str) -> Expert:
         for e in self._all_experts():
@@ -178,6 +198,7 @@ class BoardPlan(_PlanBase):
     moderator: Expert
     rounds: int = Field(2, ge=1, le=10)
     missing_expert: Literal["tolerate", "fatal"] = "tolerate"
+    stop_when: StopWhen | None = None
 
     def _all_experts(self) -> list[Expert]:
         return [self.moderator, *self.experts]
@@ -188,7 +209,15 @@ class BoardPlan(_PlanBase):
     @model_validator(mode="after")
     def _check(self) -> BoardPlan:
         self._check_experts()
+        if self.stop_when is not None and self.answer is None:
+            raise _FieldError("stop_when", "stopping on agreement compares the experts' verdicts: declare the "
+                                           "plan's answer")
         return self
+
+    @property
+    def consensus_threshold(self) -> float:
+        """The share of the panel that makes a consensus (and stops the rounds early)."""
+        return self.stop_when.agreement if self.stop_when is not None else 0.8
 
 
 class TeamPlan(_PlanBase):
@@ -293,6 +322,7 @@ def _detail(err: Any) -> dict[str, str]:
     loc = list(err["loc"])[1:]  # drop the "plan" wrapper
     if loc and loc[0] in ("board", "team"):
         loc = loc[1:]  # drop the discriminator tag
+    loc = [part for i, part in enumerate(loc) if not (i and loc[i - 1] == "answer" and part in ANSWER_TYPES)]
     field = ""
     for part in loc:
         field += f"[{part}]" if isinstance(part, int) else (f".{part}" if field else str(part))

@@ -42,6 +42,7 @@ class PhaseView:
     error: str | None
     retries_requested: int
     usage: UsageView
+    verdict: dict[str, Any] | None = None  # an expert's verdict, the decision's tally, the chair's answer
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class PlanView:
     finished_at: str | None
     usage: UsageView
     phases: list[PhaseView] = field(default_factory=list)
+    decision: dict[str, Any] | None = None  # the panel's decision (decision_of), when the plan declares its answer
+    warnings: list[str] = field(default_factory=list)  # what weakens the panel (panel_warnings)
 
     @property
     def done(self) -> int:
@@ -104,9 +107,43 @@ def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
         phases=[PhaseView(id=ph.id, key=ph.key, kind=ph.kind, expert=ph.expert, round=ph.round, status=ph.status,
                           attempt=ph.attempt, depends_on=list(ph.depends_on), truncated=ph.truncated,
                           summary=ph.summary, error_code=ph.error_code, error=ph.error_message,
-                          retries_requested=ph.retries_requested, usage=_usage(by_phase.get(ph.id, [])))
+                          retries_requested=ph.retries_requested, usage=_usage(by_phase.get(ph.id, [])),
+                          verdict=ph.verdict)
                 for ph in state.phases],
+        decision=decision_of(state), warnings=panel_warnings(p.spec),
     )
+
+
+def decision_of(state: PlanState) -> dict[str, Any] | None:
+    """The panel's decision as stored: the ``decision`` phase's tally, with the chair's stated
+    answer beside it (``chair``: the answer, and whether it matches); for a plan the chair
+    decides (``decide: chair``), the chair's verdict alone. None before there is one, and for
+    plans that declare no answer."""
+    tallied = next((ph.verdict for ph in state.phases if ph.kind == "decision" and ph.verdict), None)
+    chair = next((ph for ph in state.phases if ph.meta.get("terminal") and ph.verdict), None)
+    said = None if chair is None or chair.verdict is None else {
+        "phase": chair.key, "answer": chair.verdict.get("answer"), "matches": chair.verdict.get("matches_decision")}
+    if tallied is not None:
+        return {**tallied, "chair": said}
+    if chair is None or chair.verdict is None:
+        return None
+    return {"protocol": "chair", "answer": chair.verdict.get("answer"), "key": chair.verdict.get("answer"),
+            "votes": [], "chair": said}
+
+
+def panel_warnings(spec: dict[str, Any]) -> list[str]:
+    """What weakens a panel's decision, read from its stored spec: every expert on one model
+    with the same settings (the research's strongest lever — diverse models — is missing)."""
+    experts = spec.get("experts") or []
+    if spec.get("answer") is None or len(experts) < 2:
+        return []
+    models = spec.get("models") or {}
+    configs = {repr(sorted((models.get(e.get("model", "default")) or {"name": e.get("model", "default")}).items()))
+               for e in experts}
+    if len(configs) > 1:
+        return []
+    return [f"every expert runs the same model ({experts[0].get('model', 'default')}) with the same settings: "
+            "their votes are correlated, and a panel of one model rarely beats that model sampled several times"]
 
 
 def wait_final(get: Callable[[str], PlanView], plan_id: str, timeout: float | None, poll: float) -> PlanView:

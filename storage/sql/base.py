@@ -94,6 +94,7 @@ class Result:
     truncated: bool
     fallback: bool
     offloaded: bool
+    verdict: dict[str, Any] | None = None
 
     def values(self, plan_id: str, now: datetime) -> dict[str, Any]:
         """The bind parameters of the completing statements. Prefixed: an execution
@@ -101,7 +102,7 @@ class Result:
         return {"r_plan": plan_id, "r_phase": self.phase_id, "r_attempt": self.attempt,
                 "r_content": self.content_id, "r_text": self.text, "r_chars": len(self.text),
                 "r_summary": self.summary, "r_truncated": self.truncated, "r_fallback": self.fallback,
-                "r_offloaded": self.offloaded, "r_now": now}
+                "r_offloaded": self.offloaded, "r_verdict": self.verdict, "r_now": now}
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,7 @@ class Statements:
         """The status columns of a completion, as bind parameters."""
         return {"status": PhaseStatus.COMPLETED, "summary": bindparam("r_summary", type_=PHASES.c.summary.type),
                 "truncated": bindparam("r_truncated", type_=PHASES.c.truncated.type),
+                "verdict": bindparam("r_verdict", type_=PHASES.c.verdict.type),
                 "finished_at": bindparam("r_now", type_=PHASES.c.finished_at.type),
                 "error_code": None, "error_message": None}
 

@@ -5,7 +5,7 @@
 
 and inside ``orchestrator``, from the ground up (:data:`LAYERS`):
 
-    gateway ← core ← briefing ← plan ← logs ← metrics ← tracing ← control ← fleet ← client ← api ← cli
+    gateway ← core ← deliberation ← briefing ← plan ← logs ← metrics ← tracing ← control ← fleet ← client ← api ← cli
 
 - ``storage`` imports nothing of ours outside ``storage``;
 - ``orchestrator.gateway`` (the model gateway) is a leaf: nothing of ours outside it;
@@ -27,7 +27,7 @@ from tests.conftest import ROOT
 
 PACKAGES = ("storage", "tasks", "orchestrator")
 #: orchestrator's layers, from the ground up: each imports only those before it.
-LAYERS = ("gateway", "core", "briefing", "plan", "logs", "metrics", "tracing", "control", "fleet", "client", "api",
+LAYERS = ("gateway", "core", "deliberation", "briefing", "plan", "logs", "metrics", "tracing", "control", "fleet", "client", "api",
           "cli")
 
 

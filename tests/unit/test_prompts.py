@@ -241,13 +241,25 @@ def render_every_phase() -> str:
     board_phases = stored(b, failed=["r1.ravi"])
     t = team()
     team_phases = with_debate(t)
-    for plan, phases in ((b, board_phases), (t, team_phases)):
+    voting = example("board-vote")
+    tallied = [dataclasses.replace(p, verdict={"protocol": "vote", "answer": "Keep the flat plan",
+                                               "key": "Keep the flat plan"}) if p.kind == "decision" else p
+               for p in stored(voting)]
+    no_winner = [dataclasses.replace(p, verdict={"protocol": "vote", "answer": None, "key": None})
+                 if p.kind == "decision" else p for p in stored(voting)]
+    chaired = example("board-vote", decide="chair", stop_when=None)
+    numeric = example("board-vote", answer={"type": "number", "tolerance": 0.5})
+    free = example("board-vote", answer={"type": "text"})
+    for plan, phases in ((b, board_phases), (t, team_phases), (voting, tallied), (voting, no_winner),
+                         (chaired, stored(chaired)), (numeric, stored(numeric)), (free, stored(free))):
         for p in phases:
-            if p.status == "completed":
+            if p.status == "completed" and p.kind != "decision":
                 req = request_for(plan, phases, p.key)
                 out += [req.system, req.prompt]
                 if req.purpose == "divergence":
                     out.append(prompts.divergence_retry(req, "malformed").prompt)
+                elif req.hints.get("verdict") == "turn":
+                    out.append(prompts.verdict_repair(plan, req, "no verdict line").prompt)
                 else:  # the same phase with a briefing: its passages follow the instructions
                     passage = ChunkRecord("memo", 1, "Memo", ["Risks"], 0, 9, "Churn is up.", 3)
                     out.append(prompts.with_briefing(req, [passage]).prompt)

@@ -80,8 +80,59 @@ def overview(snap: PlanSnapshot) -> Markup:
     rows = join(Markup("<div><dt>{}</dt><dd>{}</dd></div>").format(k, v) for k, v in facts)
     error = Markup('<p class="error"><code>{code}</code> {message}</p>').format(
         code=view.error_code, message=view.error or "") if view.error_code else Markup("")
-    return Markup('<div id="overview" class="overview"><dl class="facts">{rows}</dl>{error}</div>').format(
-        rows=rows, error=error)
+    warnings = join(Markup('<p class="warning">{}</p>').format(w) for w in view.warnings)
+    return Markup('<div id="overview" class="overview"><dl class="facts">{rows}</dl>{error}{warnings}{decision}'
+                  '</div>').format(rows=rows, error=error, warnings=warnings, decision=decision_record(view))
+
+
+def decision_record(view: PlanView) -> Markup:
+    """The panel's decision as the tally stored it: the winner, the margin, how a tie was
+    broken, every vote with its weight, and whether the chair states the same answer."""
+    d = view.decision
+    if d is None:
+        return Markup("")
+    chair = d.get("chair") or {}
+    said = Markup("")
+    if chair.get("matches") is False:
+        said = Markup('<p class="error" data-role="chair">The chair\'s synthesis states <b>{}</b>, not the '
+                      'tally\'s answer: flagged.</p>').format(chair.get("answer"))
+    elif chair.get("matches"):
+        said = Markup('<p class="agrees" data-role="chair">The chair\'s synthesis states the same answer.</p>')
+    facts = [f"margin {d.get('margin', 0):g}", f"{d.get('agreement', 0):.0%} of the panel agree"]
+    if d.get("abstentions"):
+        facts.append(f"{d['abstentions']} abstained")
+    if d.get("tie_break"):
+        tb = d["tie_break"]
+        facts.append(f"a tie between {', '.join(tb['between'])} broken by {tb['by']}")
+    if d.get("consensus"):
+        facts.append("consensus reached" if d["consensus"]["reached"] else
+                     f"no consensus (threshold {d['consensus']['threshold']:.0%})")
+    votes = join(Markup('<tr data-expert="{e}"><td>{e}</td><td class="answer">{a}</td><td>{c}</td><td>{w}</td>'
+                        '<td>{r}</td></tr>').format(
+        e=v.get("expert"), a="abstained" if v.get("abstained") else v.get("answer"),
+        c=f"{v.get('confidence', 0):.2f}", w=f"{v.get('weight', 0):g}", r=v.get("abstained") or v.get("reason"))
+        for v in d.get("votes") or [])
+    table = Markup('<table class="votes"><thead><tr><th>expert</th><th>answer</th><th>confidence</th>'
+                   '<th>weight</th><th>reason</th></tr></thead><tbody>{}</tbody></table>').format(votes) \
+        if d.get("votes") else Markup("")
+    answer = d.get("key") if d.get("key") is not None else "no answer"
+    return Markup('<section id="decision" class="decision" data-protocol="{p}" data-answer="{a}"><h2>Decision '
+                  '<span class="protocol">{p}</span></h2><p class="winner"><b>{a}</b> · {facts}</p>{said}{table}'
+                  '</section>').format(p=d.get("protocol"), a=answer, facts=", ".join(facts), said=said, table=table)
+
+
+def verdict_line(phase: PhaseView) -> Markup:
+    """An expert's verdict on its card (the decision's card shows the winner)."""
+    v = phase.verdict
+    if not v:
+        return Markup("")
+    if phase.kind == "decision":
+        return Markup('<p class="verdict" data-answer="{a}">decided: <b>{a}</b></p>').format(
+            a=v.get("key") if v.get("key") is not None else "no answer")
+    if v.get("answer") is None:
+        return Markup('<p class="verdict abstained">abstained: {}</p>').format(v.get("abstained") or "")
+    return Markup('<p class="verdict" data-answer="{a}">verdict: <b>{a}</b> · {c} — {r}</p>').format(
+        a=v.get("answer"), c=f"{v.get('confidence', 0):.2f}", r=v.get("reason") or "")
 
 
 def usage_text(u: UsageView) -> str:
@@ -116,13 +167,13 @@ def card(phase: PhaseView, timing: Timing, *, terminal: bool = False) -> Markup:
         '<header><a class="key" href="#phase-{key}">{key}</a>{who}{badge}</header>'
         '<p class="facts">{kind} · <span class="attempt">attempt {attempt}</span> · '
         '<span class="tokens">{tokens} tokens</span> · {took}'
-        '{truncated}</p>{error}{summary}{more}<div class="text"></div></article>'
+        '{truncated}</p>{error}{verdict}{summary}{more}<div class="text"></div></article>'
     ).format(status=phase.status, terminal=" terminal" if terminal else "", key=phase.key, attempt=phase.attempt,
              deps=" ".join(phase.depends_on),
              who=Markup(' <span class="who">{}</span> ').format(phase.expert) if phase.expert else Markup(" "),
              badge=badge(phase.status, data_role="status"), kind=kind, tokens=count(phase.usage.total_tokens),
              took=took, truncated=Markup(' · <span class="truncated">truncated</span>') if phase.truncated else "",
-             error=error, summary=summary, more=more)
+             error=error, verdict=verdict_line(phase), summary=summary, more=more)
 
 
 def _took(phase: PhaseView, timing: Timing) -> Markup:

@@ -13,7 +13,7 @@
   const terminal = root.dataset.terminal;
   const STORED = ["plan_submitted", "phase_started", "phase_completed", "phase_failed", "phase_cancelled",
     "phases_skipped", "debate_inserted", "debate_limit_reached", "cancel_requested", "retry_requested",
-    "resume_requested", "plan_updated", "plan_finished"];
+    "resume_requested", "plan_updated", "decision_recorded", "rounds_skipped", "plan_finished"];
   // a phase citation names a phase key, never with a colon: orchestrator.briefing.citations
   const PHASE_CITATION = /\[([a-z0-9][a-z0-9_-]*(?:\.[a-z0-9][a-z0-9_-]*)*)\]/g;
   const joinedLate = new Set(Array.from(document.querySelectorAll('.phase[data-status="running"]'),
