@@ -48,9 +48,12 @@ class Pick:
 
 
 def mode_of(call: Call) -> str | None:
-    """The verdict this call must give (``turn``, ``repair``, ``chair``), or None."""
+    """The verdict this call must give (``turn``, ``repair``, ``chair``), or None (always
+    for a divergence check, which answers JSON only)."""
     mode = call.hints.get("verdict")
-    return mode if isinstance(mode, str) and mode in MODES else None
+    if call.kind == "divergence" or not isinstance(mode, str):
+        return None
+    return mode if mode in MODES else None
 
 
 def spec_of(call: Call) -> AnswerSpec:
