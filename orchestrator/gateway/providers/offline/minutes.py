@@ -41,6 +41,7 @@ from orchestrator.gateway.providers.offline.understanding import (
     parse_positions,
     quote_of,
 )
+from orchestrator.gateway.providers.offline.verdicts import decision_sentence
 from orchestrator.gateway.providers.offline.voice import Voice, profile_for
 
 
@@ -122,6 +123,9 @@ def _conditions_from(said: Sequence[Said]) -> list[tuple[str, str]]:
 
 
 def _recommendation(call: Call, views: Mapping[str, Said]) -> str:
+    decision = decision_sentence(call)
+    if decision is not None:
+        return cap(decision)
     stances = [s.stance for s in views.values()]
     sup, opp, con = (stances.count(x) for x in STANCES)
     gerund, names = call.topic.gerund, call.panel.names()
@@ -386,7 +390,9 @@ def render_synthesis(call: Call) -> str:
         else:
             other.append(s)
     stance_views = {n: s for n, s in views.items() if s.stance}
-    lines = [f"## Synthesis: {call.topic.question}", f"**Conclusion.** {_recommendation(call, stance_views)}"]
+    decision = decision_sentence(call)
+    conclusion = f"Recommendation: {decision}" if decision else _recommendation(call, stance_views)
+    lines = [f"## Synthesis: {call.topic.question}", f"**Conclusion.** {conclusion}"]
     evidence = []
     for name, items in by_name.items():
         parts = []

@@ -8,12 +8,22 @@ named after the option (``options.words``). The **fault switches** make the mode
 misbehave on purpose, for the test suite and benchmarks:
 
     hang, hang_seconds, fail, break_after_chars, malformed_divergence,
+    malformed_verdict, contradict_decision,
     and first_chunk_delay above DEMO_FIRST_CHUNK_DELAY seconds.
+
+``malformed_verdict`` breaks an expert's verdict line (``"once"``: the turn's, so the
+repair reply is well formed; ``"always"``: the repair's too); ``contradict_decision``
+makes the chair's verdict name another answer than the decision it was given.
 
 They are accepted only when the operator runs in testing mode (``CONCLAVE_TESTING``):
 refused at submit naming the option, and refused again by the provider at call time
 (:class:`~orchestrator.gateway.failures.FaultNotAllowed`), which only its own process's settings can
 switch on — a stored plan never does.
+
+``solver`` (:class:`SolverOptions`) is not a fault: a simulated solver of a plan's
+``What is <expr>?`` question, with a skill, a correlation between experts, a conformity
+to the peers' majority and a position bias, all bounded to [0, 1], and a seed
+(:mod:`~orchestrator.gateway.providers.offline.solver`).
 """
 
 from __future__ import annotations
@@ -37,7 +47,9 @@ MAX_NAMES = 50  # experts named by hang / fail / stances
 
 #: The options that switch a fault on when set (first_chunk_delay: when above the demo value).
 FAULT_SWITCHES = ("hang", "hang_seconds", "fail", "break_after_chars", "malformed_divergence",
-                  "first_chunk_delay")
+                  "malformed_verdict", "contradict_decision", "first_chunk_delay")
+MALFORMED_VERDICT = ("once", "always")  # or False
+MAX_SOLVER_SEED = 2**31  # exclusive
 
 
 def _stance(value: str) -> str:
@@ -51,6 +63,22 @@ Stance = Annotated[str, AfterValidator(_stance)]
 Name = Annotated[str, Field(min_length=1, max_length=80)]
 
 
+class SolverOptions(BaseModel):
+    """``options.solver``: how well the simulated experts solve the question (see
+    :mod:`~orchestrator.gateway.providers.offline.solver`). ``skill`` is each expert's
+    accuracy, ``correlation`` the pairwise correlation of two experts' correctness,
+    ``conformity`` the chance that a later-round expert takes the peers' majority, and
+    ``position_bias`` the chance that a reviewer ranks the first answer shown first."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+    skill: float = Field(ge=0, le=1)
+    correlation: float = Field(0.0, ge=0, le=1)
+    conformity: float = Field(0.0, ge=0, le=1)
+    position_bias: float = Field(0.0, ge=0, le=1)
+    seed: int = Field(0, ge=0, lt=MAX_SOLVER_SEED)
+
+
 class OfflineOptions(BaseModel):
     """``spec.options`` of an offline model, validated (see the module docstring)."""
 
@@ -61,12 +89,15 @@ class OfflineOptions(BaseModel):
     chunk_chars: int = Field(24, ge=MIN_CHUNK_CHARS, le=MAX_CHUNK_CHARS)
     words: int = Field(110, ge=1, le=MAX_WORDS)
     stances: dict[Name, Stance] = Field(default_factory=dict, max_length=MAX_NAMES)  # slug -> stance
+    solver: SolverOptions | None = None  # None: an expert's verdict follows its stance
     # fault switches (testing mode only)
     hang: bool | tuple[str, ...] = False  # True: everyone; else the slugs of the experts who hang
     hang_seconds: float = Field(MAX_FAULT_SECONDS, gt=0, le=MAX_FAULT_SECONDS)
     fail: bool | tuple[str, ...] = False
     break_after_chars: int | None = Field(None, ge=0, le=1_000_000)
     malformed_divergence: bool = False
+    malformed_verdict: bool | str = False  # False, "once" or "always" (see _malformed)
+    contradict_decision: bool = False
 
     @field_validator("hang", "fail", mode="before")
     @classmethod
@@ -81,6 +112,14 @@ class OfflineOptions(BaseModel):
             raise ValueError(f"names at most {MAX_NAMES} experts")
         return tuple(slug_of(n) for n in names)
 
+    @field_validator("malformed_verdict", mode="before")
+    @classmethod
+    def _malformed(cls, value: Any) -> bool | str:
+        """``false``, ``"once"`` or ``"always"``; ``true`` is refused (it would not say which)."""
+        if value is not False and not (isinstance(value, str) and value in MALFORMED_VERDICT):
+            raise ValueError('must be "once", "always" or false')
+        return value
+
     @field_validator("stances", mode="after")
     @classmethod
     def _slugs(cls, value: dict[str, str]) -> dict[str, str]:
@@ -93,7 +132,8 @@ class OfflineOptions(BaseModel):
 
     def fault_switches(self) -> list[str]:
         """The fault switches these options turn on, by option name."""
-        on = [name for name in ("hang", "fail", "malformed_divergence") if getattr(self, name)]
+        on = [name for name in ("hang", "fail", "malformed_divergence", "malformed_verdict", "contradict_decision")
+              if getattr(self, name)]
         if "hang_seconds" in self.model_fields_set:
             on.append("hang_seconds")
         if self.break_after_chars is not None:

@@ -15,15 +15,28 @@ should read like a real meeting. It guarantees:
   ``Position: SUPPORT|OPPOSE|CONDITIONAL — <sentence>``; a divergence check
   returns only JSON; a synthesis cites every context block as ``[source]``;
   summaries attribute positions and name absent experts.
+* **Verdicts**, when a plan declares an ``answer:`` (``hints["verdict"]``, with
+  ``hints["answer"]``, ``hints["peer_answers"]``, ``hints["decision"]``): an expert's
+  text (``"turn"``) ends, after its ``Position:`` line, with one line
+  ``Verdict: {"answer": …, "confidence": …, "reason": …}`` (valid JSON; a choice
+  answer is one of the options); a ``"repair"`` is that line alone, the same one; the
+  chair (``"chair"``) states the decision's answer in its recommendation (or that
+  there was no winner, and its own pick) and ends with it as its verdict. The answer
+  follows the expert's stance, or with ``options.solver`` a simulated solver of the
+  question's ``What is <expr>?`` (:mod:`~orchestrator.gateway.providers.offline.verdicts`,
+  :mod:`~orchestrator.gateway.providers.offline.solver`). The verdict line is a piece
+  of its own, so the streamed text is the completed text.
 * **Honest usage.** Tokens are estimated as characters / 4 and reported with
   ``source="estimated"``, ``method="offline:chars/4"``.
 * **Bounded, and faulty only on request.** ``spec.options`` are
   :class:`~orchestrator.gateway.providers.offline.options.OfflineOptions`: ``latency``,
-  ``first_chunk_delay``, ``chunk_chars``, ``words`` and ``stances`` are bounded; the
-  fault switches (``hang`` + ``hang_seconds``, ``fail``, ``break_after_chars``,
-  ``malformed_divergence``, a long ``first_chunk_delay``) run only in a provider
-  built with ``testing=True`` (the worker's ``CONCLAVE_TESTING``) — otherwise the
-  call fails with ``llm.fault_not_allowed``, whatever the stored plan says.
+  ``first_chunk_delay``, ``chunk_chars``, ``words``, ``stances`` and ``solver``
+  (``skill``, ``correlation``, ``conformity``, ``position_bias`` in [0, 1], ``seed``) are
+  bounded; the fault switches (``hang`` + ``hang_seconds``, ``fail``, ``break_after_chars``,
+  ``malformed_divergence``, ``malformed_verdict``, ``contradict_decision``, a long
+  ``first_chunk_delay``) run only in a provider built with ``testing=True`` (the
+  worker's ``CONCLAVE_TESTING``) — otherwise the call fails with
+  ``llm.fault_not_allowed``, whatever the stored plan says. The solver is not a fault.
   ``break_after_chars`` only breaks the stream; ``complete()`` (the gateway's
   non-streaming fallback) still returns the whole text. A hang can be cut short
   with :meth:`OfflineProvider.release`.

@@ -46,6 +46,10 @@ class Dice:
     def chance(self, p: float) -> bool:
         return self.below(10_000) < p * 10_000
 
+    def uniform(self) -> float:
+        """A number in [0, 1), with 53 bits of the next draw."""
+        return self.below(2**53) / 2**53
+
 
 def cap(s: str) -> str:
     return s[:1].upper() + s[1:]

@@ -48,10 +48,12 @@ from orchestrator.gateway.providers.offline.understanding import (
     concern_of,
     concern_terms,
     latest_by_name,
+    parse_positions,
     quote_of,
     read_request,
     speaker_of,
 )
+from orchestrator.gateway.providers.offline.verdicts import chair_verdict, expert_verdict, is_chair, mode_of
 from orchestrator.gateway.providers.offline.voice import Voice, profile_for
 from orchestrator.gateway.types import ChatRequest
 
@@ -65,13 +67,45 @@ def render(request: ChatRequest, opts: OfflineOptions) -> str:
 
 def render_pieces(request: ChatRequest, opts: OfflineOptions) -> Iterator[str]:
     """The text of :func:`render` in pieces, each written only when it is asked for;
-    none cites a passage the prompt does not carry."""
+    none cites a passage the prompt does not carry. A call that asks for a verdict
+    (:mod:`~orchestrator.gateway.providers.offline.verdicts`) ends with its line, a
+    piece of its own; a repair is that line alone, after the same text written unseen."""
     call = read_request(request, opts)
+    mode = mode_of(call)
+    if mode == "repair":
+        if is_chair(call):
+            yield chair_verdict(call, repair=True)
+        else:
+            yield expert_verdict(call, _me(call)[0], _last_position(_written(call)), repair=True)
+        return
+    position: tuple[str, str] | None = None
+    for piece in _written(call):
+        found = parse_positions(piece)
+        if found:
+            position = found[-1]
+        yield piece
+    if mode == "turn":
+        yield "\n\n" + expert_verdict(call, _me(call)[0], position)
+    elif mode == "chair":
+        yield "\n\n" + chair_verdict(call)
+
+
+def _written(call: Call) -> Iterator[str]:
     known = call.known
     lazy = _LAZY_RENDERERS.get(call.kind)
     pieces = lazy(call) if lazy is not None else iter((_RENDERERS[call.kind](call),))
     for piece in pieces:
         yield only_citing(piece, known)
+
+
+def _last_position(pieces: Iterator[str]) -> tuple[str, str] | None:
+    """The (stance, sentence) of the last ``Position:`` line the pieces hold."""
+    last = None
+    for piece in pieces:
+        found = parse_positions(piece)
+        if found:
+            last = found[-1]
+    return last
 
 
 _DRAWN = (
