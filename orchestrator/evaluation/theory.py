@@ -12,9 +12,9 @@ The model, per item with ``options`` answers of which one is right:
 - an expert's *draw* is right with probability ``skill``, and otherwise one of the
   ``options - 1`` wrong answers, uniformly;
 - independent experts (:func:`plurality_accuracy`) each answer their own draw;
-- correlated experts (:func:`correlated_plurality_accuracy`) share one latent draw per item;
-  each expert, independently, answers that shared draw with probability sqrt(correlation) and its own
-  draw otherwise;
+- correlated experts (:func:`correlated_plurality_accuracy`) share one latent draw per
+  item; each expert, independently, answers that shared draw with probability
+  sqrt(correlation) and its own draw otherwise;
 - the panel answers the plurality; a tie among the top answers is broken uniformly at
   random (``tie="random"``: a tie between the right answer and k wrong ones is worth
   1/(k+1)) or counted as lost (``tie="wrong"``).
@@ -160,11 +160,12 @@ def correlated_plurality_accuracy(n: int, skill: float, options: int, correlatio
     The model (the one the simulated solver uses). Per item, one *shared* draw L and, per
     expert i, one *own* draw Dᵢ, all independent, each right with probability ``skill`` and
     otherwise a wrong answer chosen uniformly among the ``options - 1``. Independently per
-    expert, with probability q = sqrt(``correlation``) the expert answers L, otherwise Dᵢ. Every
-    expert is right with probability ``skill``, and two experts' correctness indicators have
-    covariance q²·skill·(1 - skill), i.e. phi correlation exactly ``correlation`` (both must
-    copy L for their answers to be dependent). Two wrong experts who both copied L give the
-    same wrong answer, so correlated errors also concentrate on one wrong option.
+    expert, with probability q = sqrt(``correlation``) the expert answers L, otherwise Dᵢ.
+    Every expert is right with probability ``skill``, and two experts' correctness
+    indicators have covariance q²·skill·(1 - skill) (only when both copy L are their answers
+    dependent), i.e. phi correlation exactly ``correlation`` when 0 < skill < 1. Two wrong
+    experts who both copied L give the same wrong answer, so correlated errors also
+    concentrate on one wrong option.
 
     Exact: conditioned on the number j of experts copying L and on whether L is right, the
     remaining votes are independent draws. ``correlation = 0`` is :func:`plurality_accuracy`;
