@@ -1,0 +1,17 @@
+"""The pure parts of ``conclave eval``: how a panel of experts deciding by a vote is measured
+against one model and against self-consistency (one model sampled n times, majority vote).
+
+Nothing here touches Celery, the database or another orchestrator package, and nothing needs
+more than the standard library, so a report can be recomputed from stored answers anywhere.
+One module per idea; this package imports none of them.
+
+- :mod:`.statistics` — intervals and tests on measured answers: Wilson intervals, the exact
+  McNemar test on paired items, the effective number of independent votes, flip rates
+  between rounds, agreement, position bias of anonymised reviews;
+- :mod:`.theory` — the exact accuracy a decision rule should reach under the simulation's
+  model (independent or one-factor correlated experts), printed beside the measurement;
+- :mod:`.datasets` — the JSONL item format (:func:`~.datasets.load_items`,
+  :func:`~.datasets.dump_items`) and the seeded arithmetic generator whose question text
+  the simulated solver parses (:func:`~.datasets.generate`,
+  :func:`~.datasets.evaluate_expression`).
+"""

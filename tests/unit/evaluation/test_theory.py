@@ -1,0 +1,183 @@
+"""The theoretical accuracies are the exact ones: they give the closed forms where there are
+some, agree with brute-force enumeration of every vote, and with a seeded simulation of the
+documented model within four standard errors."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Callable
+from fractions import Fraction
+from itertools import pairwise, product
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.evaluation.statistics import effective_votes
+from orchestrator.evaluation.theory import (
+    correlated_plurality_accuracy,
+    majority_of_samples_accuracy,
+    plurality_accuracy,
+)
+from tests.unit.bounded import bounded
+
+DRAWS = 20_000
+
+
+def _share(votes: list[int], tie: str) -> Fraction:
+    """What one panel outcome is worth: answer 0 is the right one."""
+    counts = Counter(votes)
+    top = max(counts.values())
+    leaders = [a for a, c in counts.items() if c == top]
+    if 0 not in leaders:
+        return Fraction(0)
+    return Fraction(1, len(leaders)) if tie == "random" or len(leaders) == 1 else Fraction(0)
+
+
+def _draw_probability(answer: int, skill: Fraction, options: int) -> Fraction:
+    return skill if answer == 0 else (1 - skill) / (options - 1)
+
+
+def _brute_independent(n: int, skill: Fraction, options: int, tie: str) -> Fraction:
+    total = Fraction(0)
+    for votes in product(range(options), repeat=n):
+        weight = math.prod((_draw_probability(v, skill, options) for v in votes), start=Fraction(1))
+        total += weight * _share(list(votes), tie)
+    return total
+
+
+def _brute_correlated(n: int, skill: Fraction, options: int, copy: Fraction) -> Fraction:
+    total = Fraction(0)
+    for copies in product((True, False), repeat=n):
+        p_copies = math.prod((copy if c else 1 - copy for c in copies), start=Fraction(1))
+        own = copies.count(False)
+        for shared in range(options):
+            for draws in product(range(options), repeat=own):
+                it = iter(draws)
+                votes = [shared if c else next(it) for c in copies]
+                weight = p_copies * _draw_probability(shared, skill, options)
+                weight *= math.prod((_draw_probability(d, skill, options) for d in draws), start=Fraction(1))
+                total += weight * _share(votes, "random")
+    return total
+
+
+def _sample_panel(rng: random.Random, n: int, skill: float, options: int, correlation: float) -> list[int]:
+    """The documented one-factor model; answer 0 is right, 1..options-1 are wrong."""
+    def draw() -> int:
+        return 0 if rng.random() < skill else rng.randrange(1, options)
+
+    shared, copy = draw(), math.sqrt(correlation)
+    return [shared if rng.random() < copy else draw() for _ in range(n)]
+
+
+def _pick(votes: list[int], rng: random.Random) -> int:
+    counts = Counter(votes)
+    top = max(counts.values())
+    return rng.choice(sorted(a for a, c in counts.items() if c == top))
+
+
+# -- closed forms ------------------------------------------------------------------------
+
+
+def test_five_experts_at_seventy_percent_on_two_options() -> None:
+    assert plurality_accuracy(5, 0.7, 2) == pytest.approx(0.83692, abs=1e-12)
+
+
+@pytest.mark.parametrize("skill", [0.0, 0.3, 0.55, 0.9, 1.0])
+def test_even_panels_on_two_options_count_a_tie_as_one_half(skill: float) -> None:
+    binomial = [math.comb(4, r) * skill**r * (1 - skill) ** (4 - r) for r in range(5)]
+    assert plurality_accuracy(4, skill, 2) == pytest.approx(binomial[3] + binomial[4] + binomial[2] / 2, abs=1e-12)
+    assert plurality_accuracy(4, skill, 2, tie="wrong") == pytest.approx(binomial[3] + binomial[4], abs=1e-12)
+
+
+def test_one_expert_is_its_skill_and_self_consistency_is_the_same_rule() -> None:
+    for options in (2, 4, 26):
+        assert plurality_accuracy(1, 0.37, options) == pytest.approx(0.37, abs=1e-15)
+    assert majority_of_samples_accuracy(7, 0.45, 5) == plurality_accuracy(7, 0.45, 5)
+
+
+@pytest.mark.parametrize(("n", "skill", "options"), [(1, 0.3, 2), (5, 0.7, 2), (7, 0.37, 4), (25, 0.2, 26)])
+def test_perfect_correlation_is_one_expert(n: int, skill: float, options: int) -> None:
+    assert correlated_plurality_accuracy(n, skill, options, 1.0) == skill
+
+
+@pytest.mark.parametrize(("n", "skill", "options"), [(4, 0.5, 2), (5, 0.7, 3), (9, 0.3, 6)])
+def test_no_correlation_is_independence(n: int, skill: float, options: int) -> None:
+    assert correlated_plurality_accuracy(n, skill, options, 0.0) == plurality_accuracy(n, skill, options)
+
+
+def test_more_options_spread_the_wrong_votes_and_lift_a_weak_panel() -> None:
+    accuracies = [plurality_accuracy(5, 0.4, options) for options in range(2, 27)]
+    assert all(a < b for a, b in pairwise(accuracies))
+    # with infinitely many options no two wrong experts agree: the right answer wins unless
+    # nobody gives it, and ties one-against-one only when exactly one expert is right
+    limit = 1 - 0.6**5 - 5 * 0.4 * 0.6**4 * (1 - 1 / 5)
+    assert accuracies[0] < 0.4 < accuracies[-1] < limit
+
+
+def test_the_largest_panel_is_quick_and_a_probability() -> None:
+    for correlation in (0.0, 0.3, 1.0):
+        assert 0.0 <= correlated_plurality_accuracy(25, 0.35, 26, correlation) <= 1.0
+
+
+@pytest.mark.parametrize(("call", "named"), [
+    (lambda: plurality_accuracy(0, 0.5, 2), "n"), (lambda: plurality_accuracy(3, 1.2, 2), "skill"),
+    (lambda: plurality_accuracy(3, 0.5, 1), "options"), (lambda: plurality_accuracy(3, 0.5, 2, tie="first"), "tie"),
+    (lambda: correlated_plurality_accuracy(3, 0.5, 2, -0.1), "correlation"),
+])
+def test_bad_arguments_are_named(call: Callable[[], float], named: str) -> None:
+    with pytest.raises(ValueError, match=f"^{named}: "):
+        call()
+
+
+# -- brute force -------------------------------------------------------------------------
+
+
+@bounded(60, deadline_ms=5000)
+@given(st.integers(1, 5), st.integers(2, 4), st.fractions(0, 1, max_denominator=20),
+       st.sampled_from(["random", "wrong"]))
+def test_independent_panels_match_every_vote_enumerated(n: int, options: int, skill: Fraction, tie: str) -> None:
+    expected = _brute_independent(n, skill, options, tie)
+    assert plurality_accuracy(n, float(skill), options, tie) == pytest.approx(float(expected), abs=1e-12)
+
+
+@bounded(40, deadline_ms=5000)
+@given(st.integers(1, 4), st.integers(2, 3), st.fractions(0, 1, max_denominator=10),
+       st.fractions(0, 1, max_denominator=10))
+def test_correlated_panels_match_every_vote_enumerated(n: int, options: int, skill: Fraction, copy: Fraction) -> None:
+    expected = _brute_correlated(n, skill, options, copy)
+    got = correlated_plurality_accuracy(n, float(skill), options, float(copy) ** 2)
+    assert got == pytest.approx(float(expected), abs=1e-12)
+
+
+@bounded(200, deadline_ms=2000)
+@given(st.integers(1, 9), st.integers(2, 6), st.floats(0, 1), st.floats(0, 1))
+def test_accuracies_are_probabilities_and_rise_with_skill(n: int, options: int, a: float, b: float) -> None:
+    low, high = sorted((a, b))
+    assert 0.0 <= plurality_accuracy(n, low, options) <= plurality_accuracy(n, high, options) + 1e-12 <= 1.0 + 1e-12
+    assert 0.0 <= correlated_plurality_accuracy(n, low, options, high) <= 1.0
+
+
+# -- simulation --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("n", "skill", "options", "correlation"), [
+    (5, 0.6, 2, 0.0), (6, 0.4, 4, 0.0), (5, 0.5, 3, 0.3), (7, 0.45, 5, 0.6),
+])
+def test_a_seeded_simulation_of_the_model_agrees(n: int, skill: float, options: int, correlation: float) -> None:
+    rng = random.Random(20_240_601 + n)
+    right = sum(_pick(_sample_panel(rng, n, skill, options, correlation), rng) == 0 for _ in range(DRAWS))
+    theory = correlated_plurality_accuracy(n, skill, options, correlation)
+    assert abs(right / DRAWS - theory) <= 4 * math.sqrt(theory * (1 - theory) / DRAWS)
+
+
+def test_the_model_gives_the_correlation_it_is_named_after() -> None:
+    rng = random.Random(11)
+    n, skill, correlation = 4, 0.6, 0.25
+    panels = [_sample_panel(rng, n, skill, 3, correlation) for _ in range(DRAWS)]
+    correct = [[panel[e] == 0 for panel in panels] for e in range(n)]
+    # n_eff = n / (1 + (n - 1) rho); rho's standard error here is about 0.004
+    expected = n / (1 + (n - 1) * correlation)
+    assert effective_votes(correct) == pytest.approx(expected, abs=0.1)
