@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from orchestrator.gateway.providers.offline import lexicon as lx
 from orchestrator.gateway.providers.offline.citing import cite, cited_in
+from orchestrator.gateway.providers.offline.judging import decision_sentence
 from orchestrator.gateway.providers.offline.options import STANCES
 from orchestrator.gateway.providers.offline.text import (
     DASH,
@@ -41,7 +42,6 @@ from orchestrator.gateway.providers.offline.understanding import (
     parse_positions,
     quote_of,
 )
-from orchestrator.gateway.providers.offline.verdicts import decision_sentence
 from orchestrator.gateway.providers.offline.voice import Voice, profile_for
 
 

@@ -23,7 +23,7 @@ should read like a real meeting. It guarantees:
   chair (``"chair"``) states the decision's answer in its recommendation (or that
   there was no winner, and its own pick) and ends with it as its verdict. The answer
   follows the expert's stance, or with ``options.solver`` a simulated solver of the
-  question's ``What is <expr>?`` (:mod:`~orchestrator.gateway.providers.offline.verdicts`,
+  question's ``What is <expr>?`` (:mod:`~orchestrator.gateway.providers.offline.judging`,
   :mod:`~orchestrator.gateway.providers.offline.solver`). The verdict line is a piece
   of its own, so the streamed text is the completed text.
 * **Honest usage.** Tokens are estimated as characters / 4 and reported with

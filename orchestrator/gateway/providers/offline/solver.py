@@ -41,9 +41,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.gateway.providers.offline.answers import Answer, AnswerSpec, majority
 from orchestrator.gateway.providers.offline.options import SolverOptions
 from orchestrator.gateway.providers.offline.text import Dice, slug_of
+from orchestrator.gateway.providers.offline.verdict_line import Answer, AnswerSpec, majority
 
 MAX_EXPRESSION = 200  # characters of an expression the solver evaluates
 OFFSETS = tuple(range(-10, 0)) + tuple(range(1, 11))  # how far a wrong number is off

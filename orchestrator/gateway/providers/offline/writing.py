@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from orchestrator.gateway.providers.offline import lexicon as lx
 from orchestrator.gateway.providers.offline.citing import Passage, only_citing
+from orchestrator.gateway.providers.offline.judging import chair_verdict, expert_verdict, is_chair, mode_of
 from orchestrator.gateway.providers.offline.minutes import (
     render_divergence,
     render_final_summary,
@@ -53,7 +54,6 @@ from orchestrator.gateway.providers.offline.understanding import (
     read_request,
     speaker_of,
 )
-from orchestrator.gateway.providers.offline.verdicts import chair_verdict, expert_verdict, is_chair, mode_of
 from orchestrator.gateway.providers.offline.voice import Voice, profile_for
 from orchestrator.gateway.types import ChatRequest
 
@@ -68,7 +68,7 @@ def render(request: ChatRequest, opts: OfflineOptions) -> str:
 def render_pieces(request: ChatRequest, opts: OfflineOptions) -> Iterator[str]:
     """The text of :func:`render` in pieces, each written only when it is asked for;
     none cites a passage the prompt does not carry. A call that asks for a verdict
-    (:mod:`~orchestrator.gateway.providers.offline.verdicts`) ends with its line, a
+    (:mod:`~orchestrator.gateway.providers.offline.judging`) ends with its line, a
     piece of its own; a repair is that line alone, after the same text written unseen."""
     call = read_request(request, opts)
     mode = mode_of(call)

@@ -20,7 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.gateway.providers.offline.answers import (
+from orchestrator.gateway.providers.offline.solver import OFFSETS, Solver, value_of
+from orchestrator.gateway.providers.offline.text import Dice, cap, strip_end
+from orchestrator.gateway.providers.offline.understanding import Call
+from orchestrator.gateway.providers.offline.verdict_line import (
     BROKEN_REPAIR,
     BROKEN_TURN,
     Answer,
@@ -28,9 +31,6 @@ from orchestrator.gateway.providers.offline.answers import (
     tally,
     verdict_line,
 )
-from orchestrator.gateway.providers.offline.solver import OFFSETS, Solver, value_of
-from orchestrator.gateway.providers.offline.text import Dice, cap, strip_end
-from orchestrator.gateway.providers.offline.understanding import Call
 
 MODES = ("turn", "repair", "chair")
 CHAIR_KINDS = ("final_summary", "synthesis")
