@@ -77,12 +77,15 @@ def expand_team(plan: TeamPlan) -> list[NewPhase]:
                                meta={"prompt": ph.prompt}))
     for check, group in checks.items():
         phases.append(NewPhase(key=check, kind="divergence", position=len(phases), depends_on=list(group),
-                               expert=plan.synthesis.expert, meta={"examines": group}))
-    inputs = with_checks(list(plan.synthesis.depends_on or [ph.id for ph in plan.phases]))
-    if plan.tallied:
-        phases.append(NewPhase(key=DECISION, kind="decision", position=len(phases), depends_on=inputs))
+                               expert=plan.synthesis.expert if plan.synthesis else None, meta={"examines": group}))
+    synthesis = plan.synthesis
+    inputs = with_checks(list((synthesis.depends_on if synthesis else None) or [ph.id for ph in plan.phases]))
+    if plan.tallied:  # without a synthesis, the decision is the team's last word
+        phases.append(NewPhase(key=DECISION, kind="decision", position=len(phases), depends_on=inputs,
+                               meta={} if synthesis else {"terminal": True}))
         inputs = [*inputs, DECISION]
-    phases.append(NewPhase(key="synthesis", kind="synthesis", position=len(phases),
-                           depends_on=inputs, expert=plan.synthesis.expert,
-                           meta={"prompt": plan.synthesis.prompt, "terminal": True}))
+    if synthesis is not None:
+        phases.append(NewPhase(key="synthesis", kind="synthesis", position=len(phases),
+                               depends_on=inputs, expert=synthesis.expert,
+                               meta={"prompt": synthesis.prompt, "terminal": True}))
     return phases

@@ -223,7 +223,7 @@ class BoardPlan(_PlanBase):
 class TeamPlan(_PlanBase):
     kind: Literal["team"]
     phases: list[TeamPhase] = Field(min_length=1, max_length=200)
-    synthesis: Synthesis
+    synthesis: Synthesis | None = None  # None: the team ends with its decision (a tallied plan only)
     divergence: Literal["model", "lexical", "off"] = "model"
 
     @model_validator(mode="after")
@@ -231,8 +231,9 @@ class TeamPlan(_PlanBase):
         self._check_experts()
         names = {e.name for e in self.experts}
         ids: set[str] = set()
+        reserved = {"synthesis", "decision"} if self.tallied else {"synthesis"}
         for i, ph in enumerate(self.phases):
-            if ph.id in ids or ph.id == "synthesis":
+            if ph.id in ids or ph.id in reserved:
                 raise _FieldError(f"phases[{i}].id", f"phase id {ph.id!r} is used twice or reserved")
             ids.add(ph.id)
             if ph.expert not in names:
@@ -243,11 +244,19 @@ class TeamPlan(_PlanBase):
                     raise _FieldError(f"phases[{i}].depends_on[{j}]", f"unknown dependency {dep!r}")
                 if dep == ph.id:
                     raise _FieldError(f"phases[{i}].depends_on[{j}]", "a phase cannot depend on itself")
-        if self.synthesis.expert not in names:
-            raise _FieldError("synthesis.expert", f"unknown expert {self.synthesis.expert!r}")
-        for j, dep in enumerate(self.synthesis.depends_on or []):
-            if dep not in ids:
-                raise _FieldError(f"synthesis.depends_on[{j}]", f"unknown dependency {dep!r}")
+        if self.synthesis is None:
+            if not self.tallied:
+                raise _FieldError("synthesis", "a team needs a synthesis, unless it ends with a tallied decision "
+                                               "(answer: and decide: vote, weighted_vote, borda or consensus)")
+            if self.divergence == "model" and self.max_debates > 0:
+                raise _FieldError("divergence", "a model divergence check is run by the synthesis's expert: "
+                                                "with no synthesis, use divergence: lexical or off")
+        else:
+            if self.synthesis.expert not in names:
+                raise _FieldError("synthesis.expert", f"unknown expert {self.synthesis.expert!r}")
+            for j, dep in enumerate(self.synthesis.depends_on or []):
+                if dep not in ids:
+                    raise _FieldError(f"synthesis.depends_on[{j}]", f"unknown dependency {dep!r}")
         cycle = find_cycle({ph.id: ph.depends_on for ph in self.phases})
         if cycle:
             raise _FieldError("phases", "dependency cycle: " + " -> ".join(cycle))

@@ -120,7 +120,8 @@ def decision_of(state: PlanState) -> dict[str, Any] | None:
     decides (``decide: chair``), the chair's verdict alone. None before there is one, and for
     plans that declare no answer."""
     tallied = next((ph.verdict for ph in state.phases if ph.kind == "decision" and ph.verdict), None)
-    chair = next((ph for ph in state.phases if ph.meta.get("terminal") and ph.verdict), None)
+    chair = next((ph for ph in state.phases if ph.meta.get("terminal") and ph.kind != "decision" and ph.verdict),
+                 None)
     said = None if chair is None or chair.verdict is None else {
         "phase": chair.key, "answer": chair.verdict.get("answer"), "matches": chair.verdict.get("matches_decision")}
     if tallied is not None:
