@@ -65,6 +65,16 @@ def decision_recorded(phase_key: str, record: dict[str, Any]) -> NewEvent:
     return NewEvent("decision_recorded", dict(record), phase_key)
 
 
+def rounds_skipped(*, after_round: int, rounds: Sequence[int], phases: Sequence[str], agreement: float,
+                   threshold: float, tokens_saved: int) -> NewEvent:
+    """A board stopped early: after ``after_round`` the share ``agreement`` of its panel gave one
+    answer (at least ``threshold``), so ``rounds`` were skipped; ``tokens_saved`` is an estimate
+    (the plan's tokens per model phase so far, times the phases skipped)."""
+    return NewEvent("rounds_skipped", {"after_round": after_round, "rounds": list(rounds), "phases": list(phases),
+                                       "agreement": agreement, "threshold": threshold,
+                                       "tokens_saved": tokens_saved})
+
+
 def phase_failed(phase: _Phase, *, attempt: int, error_code: str, error: str, k: int, n: int) -> NewEvent:
     return NewEvent("phase_failed", {**_about(phase, attempt), "error_code": error_code, "error": error[:500],
                                      "k": k, "n": n}, phase.key)

@@ -129,6 +129,20 @@ class Insertion:
 
 
 @dataclass(frozen=True)
+class EarlyStop:
+    """Rounds a board skips because its panel agreed: the pending phases named in ``skip``
+    end ``skipped`` (code ``plan.early_stop``, the reason, and each one's estimated tokens in
+    ``meta.tokens_saved``), and a pending phase that depended on one of them depends on
+    ``resume_from`` instead — so the decision and the chair run right after it."""
+
+    skip: Sequence[str]
+    resume_from: str
+    reason: str
+    tokens_per_phase: int
+    event: NewEvent
+
+
+@dataclass(frozen=True)
 class Finished:
     """How a completing or failing write ended, and the plan's progress right after it:
     ``k`` of ``n`` phases final (``n`` grows when a debate is inserted). Counted inside
@@ -159,6 +173,7 @@ def complete_phase(
     insertion: Insertion | None = None,
     verdict: dict[str, Any] | None = None,
     events: Sequence[NewEvent] = (),
+    early_stop: EarlyStop | None = None,
 ) -> Finished:
     """Finish a phase with its result, in one transaction, in the order DESIGN.md gives:
     lock the plan row → cancel flag → content → fenced status update → outbox event.
@@ -170,7 +185,8 @@ def complete_phase(
     plan's progress, which the event carries too, and the events it stored.
     ``insertion`` is applied only while fewer than the plan's ``max_debates`` groups of
     that kind are stored (read under the plan's lock). ``verdict`` is stored with the status;
-    ``events`` (a decision's ``decision_recorded``) are appended before ``phase_completed``.
+    ``events`` (a decision's ``decision_recorded``) are appended before ``phase_completed``;
+    ``early_stop`` skips later rounds in the same transaction (:class:`EarlyStop`).
 
     Idempotent for its own attempt: when a previous call committed but its
     caller never heard back (the connection dropped after COMMIT) and retries,
@@ -186,7 +202,7 @@ def complete_phase(
                 raise _Fenced
             if plan.cancel_requested:
                 return _cancel(db, s, plan_id, phase_id, attempt, now)
-            if insertion is None and not events:
+            if insertion is None and not events and early_stop is None:
                 done = db.sql.complete(s, plan_id, result, now)
                 if done is None:
                     raise _Fenced
@@ -197,6 +213,8 @@ def complete_phase(
                 raise _Fenced
             inserted = _insert(db, s, plan_id, insertion, plan, now) if insertion is not None else ()
             inserted += tuple(db.sql.append(s, plan_id, e, now) for e in events)
+            if early_stop is not None:
+                inserted += _stop_early(db, s, plan_id, early_stop, now)
             k, n = db.sql.progress(s, plan_id)
             event = db.sql.append(s, plan_id, event_shapes.phase_completed(
                 about, attempt=attempt, chars=len(text), truncated=truncated, fallback=fallback,
@@ -227,6 +245,29 @@ def _stored_outcome(db: Database, plan_id: str, phase_id: str, attempt: int) -> 
                                                                          PhaseStatus.CANCELLED):
             return Finished(Outcome(row.status), *db.sql.progress(s, plan_id))
     return Finished(Outcome.FENCED)
+
+
+EARLY_STOP = "plan.early_stop"  # the error code of a phase an early stop skipped (views read it)
+
+
+def _stop_early(db: Database, s: Any, plan_id: str, stop: EarlyStop, now: datetime) -> tuple[EventRecord, ...]:
+    """Skip the rounds an agreement made unnecessary, and rewire what waited for them (under
+    the plan's lock, in the completing transaction). Off the hot path: a round agreed."""
+    pending = s.scalars(select(Phase).where(Phase.plan_id == plan_id, Phase.status == PhaseStatus.PENDING)).all()
+    skip = set(stop.skip)
+    skipped = [row for row in pending if row.key in skip]
+    if not skipped:
+        return ()
+    for row in skipped:
+        row.status, row.finished_at, row.enqueued_at = PhaseStatus.SKIPPED, now, None
+        row.error_code, row.error_message = EARLY_STOP, stop.reason
+        row.meta = {**row.meta, "tokens_saved": stop.tokens_per_phase}
+    for row in pending:
+        if row.key not in skip and any(d in skip for d in row.depends_on):
+            kept = [d for d in row.depends_on if d not in skip]
+            row.depends_on = kept if stop.resume_from in kept else [*kept, stop.resume_from]
+    s.flush()
+    return (db.sql.append(s, plan_id, stop.event, now),)
 
 
 def _insert(db: Database, s: Any, plan_id: str, ins: Insertion, plan: PlanLock,

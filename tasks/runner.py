@@ -32,13 +32,15 @@ from orchestrator.gateway.model_gateway import Gateway
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, Provider, Usage
 from orchestrator.metrics import MeasureCalls, recorder
 from orchestrator.plan import tally
+from orchestrator.plan.dag import BUDGET_EXHAUSTED
 from orchestrator.plan.debates import MalformedVerdict, debate_insertion, parse_verdict
 from orchestrator.plan.divergence import lexical_verdict
 from orchestrator.plan.prompts import build_request, divergence_retry, verdict_repair
 from orchestrator.plan.registry import ModelResolver
 from orchestrator.plan.schema import BoardPlan, TeamPlan, parse_plan
 from storage import Database, Unavailable, event_shapes, phases, plans, usage
-from storage.status import Outcome
+from storage.read_models import PhaseRecord
+from storage.status import Outcome, PhaseStatus
 from tasks.briefer import Briefer
 from tasks.claimed import PhaseWork
 from tasks.hooks import RecordUsage, StopWhenCancelled, TokenBudget
@@ -114,21 +116,14 @@ class PhaseRunner:
                 return self.record_decision(work)
             decided = self.decide_without_model(work)  # e.g. a lexical divergence check
             if decided is not None:
-                completion = decided
-            else:
-                spec, request = self.prepare(work)
-                completion = gateway.call(spec, request, on_text=on_text, should_stop=lease.should_stop)
-                followup = self.followup(work, request, completion)
-                if followup is not None:
-                    again = gateway.call(spec, followup, should_stop=lease.should_stop)
-                    if followup.purpose == "verdict_repair":  # the turn keeps its words; the repair adds its line
-                        return self.complete(work, replace(completion, text=f"{as_text(completion.text).rstrip()}"
-                                                                             f"\n\n{again.text.strip()}"),
-                                             repaired=True)
-                    completion = again
+                return self.complete(work, decided)
+            return self.answer(work, gateway, on_text, lease)
         except LLMError as exc:
             if lease.shutting_down:
                 return self.release(work, exc)
+            decision = tally.chair_fallback(work.plan, work.phase, work.inputs)
+            if decision is not None:  # the chair failed on every model: the tally already paid for stands
+                return self.complete_without_chair(work, decision, exc)
             # the message is public by construction (orchestrator.gateway.failures): no upstream text in it
             return self.fail(work, exc.code, exc.message)
         except ServiceUnavailable:
@@ -138,7 +133,42 @@ class PhaseRunner:
             log.exception("phase crashed", extra={"action": "phase.crashed"})
             return self.fail(work, "conclave.internal",
                              f"internal error ({type(exc).__name__}); the worker's log has the details")
-        return self.complete(work, completion)
+
+    def answer(self, work: PhaseWork, gateway: Gateway, on_text: Callable[[str], None], lease: Lease) -> Outcome:
+        """The phase's model call — on the expert's models in order (``fallback_models``: the
+        next one when a model fails after its own retries; never after a cancel or with the
+        budget spent) — then the one corrective request a malformed structured answer gets."""
+        models = work.plan.expert(work.phase.expert or "").models
+        for i, name in enumerate(models):
+            spec, request = self.prepare(work, name)
+            try:
+                completion = gateway.call(spec, request, on_text=on_text, should_stop=lease.should_stop)
+                break
+            except LLMError as exc:
+                if i + 1 == len(models) or lease.should_stop() or exc.code == BUDGET_EXHAUSTED:
+                    raise
+                log.warning("model %s failed (%s); trying %s", name, exc.code, models[i + 1],
+                            extra={"action": "phase.model_fallback"})
+        followup = self.followup(work, request, completion)
+        if followup is None:
+            return self.complete(work, completion)
+        again = gateway.call(spec, followup, should_stop=lease.should_stop)
+        if followup.purpose == "verdict_repair":  # the turn keeps its words; the repair adds its line
+            said = f"{as_text(completion.text).rstrip()}\n\n{again.text.strip()}"
+            return self.complete(work, replace(completion, text=said), repaired=True)
+        return self.complete(work, again)
+
+    def complete_without_chair(self, work: PhaseWork, decision: PhaseRecord, exc: LLMError) -> Outcome:
+        """The chair's last phase failed on every model after the panel's decision was tallied:
+        it completes with the decision record read aloud as its text, marked so in its verdict
+        (``chair_failed``), instead of failing the plan after every expert was paid."""
+        text = (f"{work.texts.get(decision.id, '').rstrip()}\n\n(The chair could not write the synthesis: "
+                f"{exc.code}. This is the panel's decision as tallied.)")
+        verdict = {**tally.stated_by_tally(decision), "chair_failed": {"code": exc.code, "message": exc.message}}
+        log.warning("the chair failed (%s): the decision record is the result", exc.code,
+                    extra={"action": "phase.chair_failed"})
+        return self.complete(work, Completion(text=text, usage=Usage(0, 0, "estimated", "tally")), decided=verdict,
+                             record_decision=False)
 
     def release(self, work: PhaseWork, exc: LLMError) -> Outcome:
         """The worker is shutting down mid-call: give the phase back for another worker
@@ -164,13 +194,13 @@ class PhaseRunner:
         return Completion(text=json.dumps(answer), usage=Usage(0, 0, "estimated", "lexical"),
                           finish_reason="lexical")
 
-    def prepare(self, work: PhaseWork) -> tuple[ModelSpec, ChatRequest]:
+    def prepare(self, work: PhaseWork, model: str | None = None) -> tuple[ModelSpec, ChatRequest]:
         """The model and the request for a claimed phase, built from the full text of
         its inputs (read from the content store in the claim, never from summaries), with
         the briefing's passages for this call when the plan has a briefing (one read:
         :class:`~tasks.briefer.Briefer`; none without a briefing)."""
         expert = work.plan.expert(work.phase.expert or "")
-        spec = self.model_spec(work.plan, expert.model)
+        spec = self.model_spec(work.plan, model or expert.model)
         request = build_request(work.plan, work.phase, work.inputs, work.texts)
         return spec, self.briefer.brief(work.plan, work.phase, work.texts, spec, request)
 
@@ -214,12 +244,13 @@ class PhaseRunner:
         return self.complete(work, read_aloud, decided=decision.as_json())
 
     def complete(self, work: PhaseWork, completion: Completion, *, repaired: bool = False,
-                 decided: dict[str, Any] | None = None) -> Outcome:
-        """Store the result with its verdict (see :func:`storage.phases.complete_phase` for the
-        order of writes), then publish what was stored. Returns completed | cancelled | fenced."""
+                 decided: dict[str, Any] | None = None, record_decision: bool = True) -> Outcome:
+        """Store the result with its verdict (``decided``: the verdict already known; see
+        :func:`storage.phases.complete_phase` for the order of writes), then publish what was
+        stored. Returns completed | cancelled | fenced."""
         text = as_text(completion.text)
         insertion = None
-        events = [] if decided is None else [event_shapes.decision_recorded(work.key, decided)]
+        events = [event_shapes.decision_recorded(work.key, decided)] if decided and record_decision else []
         answer = decided if decided is not None else tally.phase_verdict(work.plan, work.phase, text, work.inputs,
                                                                          repaired=repaired)
         if work.phase.kind == "divergence" and isinstance(work.plan, TeamPlan):
@@ -231,17 +262,34 @@ class PhaseRunner:
                             extra={"action": "debate.no_verdict"})
             if verdict is not None:
                 insertion = debate_insertion(work.plan, work.phase, verdict, work.inputs)
+        early_stop = self.early_stop(work)
         summary = text if len(text) <= self.settings.summary_chars else text[: self.settings.summary_chars] + "…"
         done = self._durably(lambda: phases.complete_phase(
             self.db, plan_id=work.plan_id, phase_id=work.phase.id, attempt=work.attempt, text=text,
             summary=summary, truncated=completion.truncated, fallback=completion.fallback,
-            offloaded=len(text) > self.settings.inline_limit, insertion=insertion, verdict=answer, events=events))
+            offloaded=len(text) > self.settings.inline_limit, insertion=insertion, verdict=answer, events=events,
+            early_stop=early_stop))
         if done.status == Outcome.FENCED:
             log.warning("result discarded: another attempt owns the phase", extra={"action": "phase.fenced"})
             return done.status
         publish_events(self.bus, work.plan_id, done.events)
         log.info("phase %s %s (%d chars)", work.key, done.status, len(text), extra={"action": f"phase.{done.status}"})
         return done.status
+
+    def early_stop(self, work: PhaseWork) -> phases.EarlyStop | None:
+        """The rounds a board skips when its panel agreed at this round summary
+        (:func:`orchestrator.plan.tally.agreed`), with the tokens that saves, estimated as the
+        plan's tokens per model phase so far times the phases skipped. None otherwise."""
+        agreed = tally.agreed(work.plan, work.phase, work.inputs)
+        if agreed is None:
+            return None
+        spoke = 1 + sum(1 for p in work.inputs if p.status == PhaseStatus.COMPLETED)  # this summary too
+        per_phase = self.spent_tokens(work.plan_id) // spoke
+        event = event_shapes.rounds_skipped(after_round=agreed.after_round, rounds=agreed.rounds,
+                                            phases=agreed.skip, agreement=agreed.agreement,
+                                            threshold=agreed.threshold, tokens_saved=per_phase * len(agreed.skip))
+        return phases.EarlyStop(skip=agreed.skip, resume_from=work.key, reason=agreed.reason,
+                                tokens_per_phase=per_phase, event=event)
 
     def fail(self, work: PhaseWork, code: str, message: str) -> Outcome:
         """Fail the phase, fenced by the attempt (cancelled instead when the plan was

@@ -204,6 +204,10 @@ class ModelResolver:
             message = self._reference_problem(plan, expert.model)
             if message is not None:
                 problems.append(_Problem(f"{field}.model", message))
+            for i, fallback in enumerate(expert.fallback_models):
+                message = self._reference_problem(plan, fallback)
+                if message is not None:
+                    problems.append(_Problem(f"{field}.fallback_models[{i}]", message))
         if problems:
             details = [{"field": p.field, "message": p.message} for p in problems]
             raise InvalidPlan(f"invalid plan: {problems[0].field}: {problems[0].message}", details=details)

@@ -83,7 +83,15 @@ class Expert(_Strict):
     role: str = Field(min_length=1, max_length=200)
     system: str = Field("", max_length=20_000)
     model: str = Field("default", max_length=80)
+    #: tried in order when the model fails (after its own retries): a chair that cannot lose the run
+    fallback_models: list[Annotated[str, Field(min_length=1, max_length=80)]] = Field(default_factory=list,
+                                                                                       max_length=5)
     skills: list[Skill] = Field(default_factory=list, max_length=20)
+
+    @property
+    def models(self) -> list[str]:
+        """The models this expert may run, in the order they are tried."""
+        return list(dict.fromkeys([self.model, *self.fallback_models]))
 
     @property
     def slug(self) -> str:

@@ -15,11 +15,13 @@ before; one who never gave a readable verdict abstains.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.deliberation.answers import same_answer
-from orchestrator.deliberation.protocols import Ballot, Decision, tally
+from orchestrator.deliberation.protocols import Ballot, Decision, agreement, tally
 from orchestrator.deliberation.verdicts import MalformedVerdict, Verdict, abstention, read_answer, read_verdict
+from orchestrator.plan.expand import expand_board
 from orchestrator.plan.prompts import CHAIR_KINDS, VERDICT_KINDS
 from orchestrator.plan.schema import BoardPlan, TeamPlan
 from storage.read_models import PhaseRecord
@@ -84,6 +86,41 @@ def decide(plan: BoardPlan | TeamPlan, plan_id: str, inputs: Sequence[PhaseRecor
                  threshold=threshold if plan.decide == "consensus" else None)
 
 
+@dataclass(frozen=True)
+class Agreed:
+    """A board's panel agreed after ``after_round``: the later rounds' phases can be skipped."""
+
+    after_round: int
+    agreement: float
+    threshold: float
+    skip: tuple[str, ...]
+    rounds: tuple[int, ...]
+
+    @property
+    def reason(self) -> str:
+        return (f"{self.agreement:.0%} of the panel gave the same answer after round {self.after_round} "
+                f"(stop_when agreement {self.threshold:.0%})")
+
+
+def agreed(plan: BoardPlan | TeamPlan, phase: PhaseRecord, inputs: Sequence[PhaseRecord]) -> Agreed | None:
+    """Whether a board stops early at this round summary: it declares ``stop_when`` (or
+    decides by consensus), rounds remain, and the share of its panel giving one answer in its
+    latest verdicts reached the threshold."""
+    if not isinstance(plan, BoardPlan) or plan.answer is None or phase.kind != "round_summary":
+        return None
+    if plan.stop_when is None and plan.decide != "consensus":
+        return None
+    after = phase.round or 0
+    if after >= plan.rounds:
+        return None
+    share = agreement(plan.answer, panel_ballots(plan, inputs))
+    if share < plan.consensus_threshold:
+        return None
+    later = [p for p in expand_board(plan) if (p.round or 0) > after and p.kind in ("turn", "round_summary")]
+    return Agreed(after_round=after, agreement=share, threshold=plan.consensus_threshold,
+                  skip=tuple(p.key for p in later), rounds=tuple(range(after + 1, plan.rounds + 1)))
+
+
 PROTOCOL_NAMES = {"vote": "plurality vote", "weighted_vote": "confidence-weighted vote", "borda": "Borda count",
                   "consensus": "consensus"}
 
@@ -114,6 +151,22 @@ def decision_text(decision: Decision) -> str:
             lines.append(f"- {vote['expert']}: {vote['answer']} (confidence {vote['confidence']:.2f}, weight "
                          f"{_num(vote['weight'])}) — {vote['reason']}")
     return "\n".join(lines)
+
+
+def chair_fallback(plan: BoardPlan | TeamPlan, phase: PhaseRecord, inputs: Sequence[PhaseRecord]) -> PhaseRecord | None:
+    """The completed decision phase a failed chair's last phase may stand on, or None (the
+    chair then fails as any phase does)."""
+    if not plan.tallied or phase.kind not in CHAIR_KINDS or not phase.meta.get("terminal"):
+        return None
+    return next((p for p in inputs if p.kind == "decision" and p.verdict is not None), None)
+
+
+def stated_by_tally(decision: PhaseRecord) -> dict[str, Any]:
+    """The verdict of a chair that could not speak: the tally's answer, stated for it."""
+    record = decision.verdict or {}
+    return {"answer": record.get("answer"), "confidence": record.get("agreement", 0.0),
+            "reason": "the panel's tallied decision (the chair could not write the synthesis)",
+            "decision": record.get("key"), "matches_decision": True if record.get("answer") is not None else None}
 
 
 def _matches(plan: BoardPlan | TeamPlan, decided: Any, stated: Any) -> bool | None:

@@ -61,6 +61,7 @@ class PlanView:
     usage: UsageView
     phases: list[PhaseView] = field(default_factory=list)
     decision: dict[str, Any] | None = None  # the panel's decision (decision_of), when the plan declares its answer
+    early_stop: dict[str, Any] | None = None  # the rounds a board skipped because its panel agreed (early_stop_of)
     warnings: list[str] = field(default_factory=list)  # what weakens the panel (panel_warnings)
 
     @property
@@ -110,8 +111,23 @@ def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
                           retries_requested=ph.retries_requested, usage=_usage(by_phase.get(ph.id, [])),
                           verdict=ph.verdict)
                 for ph in state.phases],
-        decision=decision_of(state), warnings=panel_warnings(p.spec),
+        decision=decision_of(state), early_stop=early_stop_of(state), warnings=panel_warnings(p.spec),
     )
+
+
+EARLY_STOP = "plan.early_stop"  # storage.phases.EARLY_STOP, the code of a phase an agreement skipped
+
+
+def early_stop_of(state: PlanState) -> dict[str, Any] | None:
+    """The rounds skipped because the panel agreed, why, and the tokens that saved (an
+    estimate stored with each skipped phase); None for a plan that ran every round."""
+    skipped = [ph for ph in state.phases if ph.status == PhaseStatus.SKIPPED and ph.error_code == EARLY_STOP]
+    if not skipped:
+        return None
+    rounds = sorted({ph.round or 0 for ph in skipped})
+    return {"after_round": rounds[0] - 1, "rounds": rounds, "phases": [ph.key for ph in skipped],
+            "reason": skipped[0].error_message,
+            "tokens_saved": sum(int(ph.meta.get("tokens_saved", 0)) for ph in skipped)}
 
 
 def decision_of(state: PlanState) -> dict[str, Any] | None:

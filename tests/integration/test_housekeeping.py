@@ -78,9 +78,9 @@ def test_one_sweep_at_a_time_and_a_dead_holder_is_taken_over_at_once(two_workers
     holder.start()
     assert rec_b.inside.wait(10)
     assert a.sweep() is False
-    with db_a.engine.connect() as conn:
+    with db_a.engine.connect() as conn:  # the timeout: return once the backend is gone, its lock with it
         killed = conn.execute(text(
-            "SELECT pg_terminate_backend(l.pid) FROM pg_locks l "
+            "SELECT pg_terminate_backend(l.pid, 10000) FROM pg_locks l "
             "WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_backend_pid() "
             "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())")).all()
     assert killed == [(True,)]

@@ -31,7 +31,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="an offline model may be asked for any number of words (a CPU burner), at submit and at call time"),
     mutation(
         "offline-unknown-option-accepted", "I38", "orchestrator/gateway/providers/offline/options.py",
+        '    """``spec.options`` of an offline model, validated (see the module docstring)."""\n\n'
         '    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)\n',
+        '    """``spec.options`` of an offline model, validated (see the module docstring)."""\n\n'
         '    model_config = ConfigDict(extra="ignore", frozen=True, strict=True, allow_inf_nan=False)\n',
         tests=(f"{BOUNDS}[options8-seed-unknown option]",),
         why="a misspelt or unknown offline option is silently ignored instead of refused by name"),
