@@ -70,12 +70,21 @@ def ballots(inputs: Sequence[PhaseRecord]) -> list[Ballot]:
     return [Ballot(expert=name, phase=p.key, verdict=Verdict.from_json(p.verdict or {})) for name, p in latest.items()]
 
 
+def panel(plan: BoardPlan | TeamPlan) -> list[str]:
+    """The experts who vote: a board's experts (never its moderator); a team's experts who own
+    a phase (not one who only writes the synthesis)."""
+    if isinstance(plan, BoardPlan):
+        return [e.name for e in plan.experts]
+    owners = {ph.expert for ph in plan.phases}
+    return [e.name for e in plan.experts if e.name in owners]
+
+
 def panel_ballots(plan: BoardPlan | TeamPlan, inputs: Sequence[PhaseRecord]) -> list[Ballot]:
-    """:func:`ballots` in the plan's order of experts, with an abstention for each expert who
-    never spoke (so a silent expert counts against agreement)."""
+    """:func:`ballots` in the plan's order of experts, with an abstention for each member of the
+    :func:`panel` who never spoke (so a silent expert counts against agreement)."""
     cast = {b.expert: b for b in ballots(inputs)}
-    return [cast.get(e.name) or Ballot(expert=e.name, phase="", verdict=abstention("no verdict was given"))
-            for e in plan.experts]
+    return [cast.get(name) or Ballot(expert=name, phase="", verdict=abstention("no verdict was given"))
+            for name in panel(plan)]
 
 
 def decide(plan: BoardPlan | TeamPlan, plan_id: str, inputs: Sequence[PhaseRecord]) -> Decision:
