@@ -212,7 +212,7 @@ class PhaseRunner:
     def followup(self, work: PhaseWork, request: ChatRequest, completion: Completion) -> ChatRequest | None:
         """A corrective request when a structured answer is malformed (once), else None: a
         divergence verdict is asked again whole; an expert's verdict line is asked for alone."""
-        problem = tally.needs_repair(work.plan, work.phase, as_text(completion.text))
+        problem = tally.needs_repair(work.plan, work.phase, as_text(completion.text), work.inputs)
         if problem is not None and not completion.truncated:
             return verdict_repair(work.plan, request, problem)
         if work.phase.kind != "divergence" or request.hints.get("retry"):

@@ -35,6 +35,7 @@ TITLES = {
     "opening": "Opening", "turn": "Round {round}", "round_summary": "Round {round} summary",
     "final_summary": "Final summary", "expert": "{key}", "divergence": "Divergence check",
     "debate": "Debate", "synthesis": "Synthesis", "decision": "Decision (tallied by code)",
+    "review": "Review of round 1",
 }
 STATUS_STYLE = {PhaseStatus.COMPLETED: "green", PhaseStatus.FAILED: "red", PhaseStatus.CANCELLED: "yellow",
                 PhaseStatus.SKIPPED: "dim", PhaseStatus.RUNNING: "cyan", PhaseStatus.PENDING: "dim"}

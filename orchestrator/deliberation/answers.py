@@ -60,6 +60,14 @@ class StopWhen(_Strict):
     agreement: float = Field(gt=0.5, le=1.0)
 
 
+class Review(_Strict):
+    """A review round after a board's first (independent) round: each expert ranks the others'
+    answers, shown as A, B, C… in an order drawn for that reviewer, then gives its own."""
+
+    anonymize: bool = True  # the answers are shown by label only, never by who gave them
+    exclude_self: bool = True  # a reviewer never sees (or ranks) its own answer
+
+
 _SPACE = re.compile(r"\s+")
 _ENDS = ".,;:!?\"'`()[]{}*_ "
 

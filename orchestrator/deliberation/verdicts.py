@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,8 +77,9 @@ def abstention(problem: str, *, repaired: bool = False) -> Verdict:
     return Verdict(answer=None, confidence=0.0, reason="", problem=problem[:MAX_REASON], repaired=repaired)
 
 
-def read_verdict(text: str, spec: Spec) -> Verdict:
-    """The verdict at the end of ``text``, validated against ``spec``; raises :class:`MalformedVerdict`."""
+def read_verdict(text: str, spec: Spec, *, labels: Sequence[str] = ()) -> Verdict:
+    """The verdict at the end of ``text``, validated against ``spec``; raises :class:`MalformedVerdict`.
+    ``labels``: a review's — its ``ranking`` orders those labels (every one, each once), not options."""
     raw = _last_object(text)
     try:
         data = json.loads(raw)
@@ -100,8 +102,8 @@ def read_verdict(text: str, spec: Spec) -> Verdict:
     reason = " ".join(reason.split())
     if len(reason) > MAX_REASON:
         reason = reason[: MAX_REASON - 1].rstrip() + "…"
-    return Verdict(answer=answer, confidence=float(confidence), reason=reason,
-                   ranking=_ranking(spec, data.get("ranking"), answer))
+    ranking = _labels(data.get("ranking"), labels) if labels else _ranking(spec, data.get("ranking"), answer)
+    return Verdict(answer=answer, confidence=float(confidence), reason=reason, ranking=ranking)
 
 
 def read_answer(spec: Spec, value: Any) -> str | float:
@@ -144,6 +146,15 @@ def _ranking(spec: Spec, value: Any, answer: str | float) -> tuple[str, ...]:
         raise MalformedVerdict("'ranking' names an option twice")
     if ranked and ranked[0] != answer:
         raise MalformedVerdict("'ranking' must start with the answer")
+    return ranked
+
+
+def _labels(value: Any, labels: Sequence[str]) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise MalformedVerdict(f"'ranking' must list the labels {', '.join(labels)}, best first")
+    ranked = tuple(v.strip().upper() for v in value)
+    if sorted(ranked) != sorted(labels):
+        raise MalformedVerdict(f"'ranking' must name each of {', '.join(labels)} once")
     return ranked
 
 

@@ -15,6 +15,8 @@ on, directly or not), so a claim reads its inputs without loading the plan.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import random
 from collections import defaultdict
 
 from orchestrator.plan.dag import closure
@@ -40,8 +42,13 @@ def expand_board(plan: BoardPlan) -> list[NewPhase]:
                           expert=e.name, round=r, group_key=f"r{r}")
                  for i, e in enumerate(plan.experts)]
         phases += turns
+        heard = [t.key for t in turns]
+        if r == 1 and plan.review is not None:
+            reviews = review_phases(plan, heard, start=len(phases))
+            phases += reviews
+            heard += [p.key for p in reviews]
         summary = NewPhase(key=f"r{r}.summary", kind="round_summary", position=len(phases),
-                           depends_on=[t.key for t in turns], expert=plan.moderator.name, round=r,
+                           depends_on=heard, expert=plan.moderator.name, round=r,
                            meta={"tolerate_failed_deps": tolerate})
         phases.append(summary)
         prev = summary.key
@@ -52,6 +59,27 @@ def expand_board(plan: BoardPlan) -> list[NewPhase]:
     phases.append(NewPhase(key="final", kind="final_summary", position=len(phases), depends_on=[prev],
                            expert=plan.moderator.name, round=plan.rounds + 1, meta={"terminal": True}))
     return phases
+
+
+LABELS = "ABCDEFGHIJKLMNOPQRSTUVWX"
+
+
+def review_phases(plan: BoardPlan, turns: list[str], *, start: int) -> list[NewPhase]:
+    """One ``review.<expert>`` per expert after round one: it is shown the others' round-one
+    answers (``meta.shown``: their experts, in an order drawn for this reviewer from a SHA-256
+    seed of the question and its name — stored, so position bias can be audited) as labels
+    A, B, C…, and ranks them. It waits for every turn (tolerating a missing one)."""
+    assert plan.review is not None
+    out = []
+    for i, e in enumerate(plan.experts):
+        others = [x.name for x in plan.experts if not (plan.review.exclude_self and x.name == e.name)]
+        seed = int.from_bytes(hashlib.sha256(f"{plan.question}|review|{e.name}".encode()).digest()[:8], "big")
+        random.Random(seed).shuffle(others)
+        out.append(NewPhase(key=f"review.{e.slug}", kind="review", position=start + i, depends_on=list(turns),
+                            expert=e.name, round=1, group_key="review",
+                            meta={"shown": others, "labels": list(LABELS[:len(others)]),
+                                  "anonymize": plan.review.anonymize, "tolerate_failed_deps": True}))
+    return out
 
 
 def expand_team(plan: TeamPlan) -> list[NewPhase]:

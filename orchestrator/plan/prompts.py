@@ -40,6 +40,10 @@ OPENING = (
     "Give the agenda: {rounds} round(s) in which every expert speaks, a summary after each "
     "round, then a final recommendation."
 )
+OPENING_NEUTRAL = (
+    "\nThe panel will answer with a verdict each: state the options, and give no view of your own on the "
+    "answer, so that every expert's first answer is their own."
+)
 TURN = (
     "Round {round} of {rounds}. The question: {question}\n"
     "{round_instruction} Speak for about 150 words."
@@ -103,8 +107,15 @@ CHAIR_NO_DECISION = (
     "\nThe experts' verdicts gave no winner ({protocol}): say so in your Recommendation. {verdict}"
 )
 CHAIR_VERDICT = "\nGive the panel's answer as you judge it from the meeting. {verdict}"
+REVIEW = (
+    "Round 1 is over. The question: {question}\n"
+    "Above are the other experts' answers{anonymized}, labelled {labels} in an order drawn for you alone. "
+    "Judge them on their reasoning, not on their position in the list. Rank them, best first, then give "
+    "your own answer (you may revise it). Speak for about 120 words."
+)
+REVIEW_RANKING = ' Add to your verdict "ranking": [{labels}] — every label once, best first.'
 #: the phases whose text ends with an expert's verdict, when the plan declares its answer
-VERDICT_KINDS = frozenset({"turn", "expert", "debate"})
+VERDICT_KINDS = frozenset({"turn", "expert", "debate", "review"})
 CHAIR_KINDS = frozenset({"final_summary", "synthesis"})
 BRIEFING = (
     "## Briefing\n"
@@ -160,8 +171,14 @@ def with_verdict(plan: BoardPlan | TeamPlan, phase: PhaseRecord, inputs: Sequenc
         return request
     verdict = VERDICT.format(answer=_answer_slot(plan))
     hints = {**request.hints, "answer": plan.answer.model_dump(mode="json")}
+    if phase.kind == "review":  # the answers under the labels, for a provider that cannot read prose
+        said = {p.expert: p.verdict.get("answer") for p in inputs if p.kind == "turn" and p.verdict}
+        by_label = dict(zip(phase.meta.get("labels", []), phase.meta.get("shown", []), strict=False))
+        shown = hints["review"]["labels"]
+        hints["review"] = {**hints["review"], "answers": [said.get(by_label[label]) for label in shown]}
+        verdict += REVIEW_RANKING.format(labels=", ".join(json.dumps(label) for label in shown))
     if phase.kind in VERDICT_KINDS:
-        hints |= {"verdict": "turn", "peer_answers": [
+        hints |= {"verdict": "turn", "peer_answers": [] if phase.kind == "review" else [
             {"expert": p.expert, "round": p.round, "answer": p.verdict.get("answer")}
             for p in inputs if p.kind in VERDICT_KINDS and p.verdict is not None]}
         return replace(request, prompt=f"{request.prompt}\n\n{verdict}", hints=hints)
@@ -208,13 +225,16 @@ def _board(plan: BoardPlan, phase: PhaseRecord, blocks: tuple[ContextBlock, ...]
     hints |= {"moderator": mod.name, "round": phase.round, "rounds": plan.rounds}
     if phase.kind == "opening":
         panel = "; ".join(f"{e.name} ({e.role})" for e in plan.experts)
-        return ChatRequest(system_for(mod, moderator=True), OPENING.format(panel=panel, **common),
+        neutral = OPENING_NEUTRAL if plan.answer is not None else ""
+        return ChatRequest(system_for(mod, moderator=True), OPENING.format(panel=panel, **common) + neutral,
                            blocks, hints=hints)
     if phase.kind == "turn":
         expert = plan.expert(phase.expert or "")
         instruction = TURN_FIRST_ROUND if phase.round == 1 else TURN_LATER_ROUND
         return ChatRequest(system_for(expert), TURN.format(round_instruction=instruction, **common),
                            blocks, hints=hints)
+    if phase.kind == "review":
+        return _review(plan, phase, blocks, hints, common)
     if phase.kind == "round_summary":
         absent = hints["absent"]
         note = f" These experts did not speak this round: {', '.join(absent)} — say so." if absent else ""
@@ -225,6 +245,24 @@ def _board(plan: BoardPlan, phase: PhaseRecord, blocks: tuple[ContextBlock, ...]
     heading = ", and 'Missing:' naming " + ", ".join(missing) if missing else ""
     return ChatRequest(system_for(mod, moderator=True), FINAL_SUMMARY.format(missing_heading=heading, **common),
                        blocks, hints=hints)
+
+
+def _review(plan: BoardPlan, phase: PhaseRecord, blocks: tuple[ContextBlock, ...], hints: dict[str, Any],
+            common: dict[str, Any]) -> ChatRequest:
+    """A reviewer is shown the others' round-one answers under labels, in its own drawn order
+    (``meta.shown``), by label only when anonymized; never the chair's words about them."""
+    by_expert = {b.source: b for b in blocks}
+    shown, labels = list(phase.meta.get("shown", [])), list(phase.meta.get("labels", []))
+    anonymize = bool(phase.meta.get("anonymize", True))
+    answers = [ContextBlock(source=label, title=f"Answer {label}" + ("" if anonymize else f" — {name}"),
+                            text=by_expert[f"r1.{plan.expert(name).slug}"].text)
+               for name, label in zip(shown, labels, strict=True) if f"r1.{plan.expert(name).slug}" in by_expert]
+    present = [b.source for b in answers]
+    hints = {k: v for k, v in hints.items() if k not in ("speakers", "experts")} if anonymize else hints
+    hints["review"] = {"labels": present, "anonymize": anonymize}
+    expert = plan.expert(phase.expert or "")
+    prompt = REVIEW.format(anonymized=" (anonymized)" if anonymize else "", labels=", ".join(present), **common)
+    return ChatRequest(system_for(expert), prompt, tuple(answers), hints=hints)
 
 
 def _absent_anywhere(blocks: tuple[ContextBlock, ...], plan: BoardPlan) -> list[str]:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from orchestrator.briefing.entries import BriefingDocument, check_briefing
 from orchestrator.core.errors import InvalidPlan
-from orchestrator.deliberation.answers import AnswerSpec, ChoiceAnswer, Protocol, StopWhen
+from orchestrator.deliberation.answers import AnswerSpec, ChoiceAnswer, Protocol, Review, StopWhen
 from storage.ids import as_plan_id
 
 PROVIDERS = ("offline", "openai", "ollama", "anthropic")
@@ -207,6 +207,7 @@ class BoardPlan(_PlanBase):
     rounds: int = Field(2, ge=1, le=10)
     missing_expert: Literal["tolerate", "fatal"] = "tolerate"
     stop_when: StopWhen | None = None
+    review: Review | None = None
 
     def _all_experts(self) -> list[Expert]:
         return [self.moderator, *self.experts]
@@ -217,6 +218,10 @@ class BoardPlan(_PlanBase):
     @model_validator(mode="after")
     def _check(self) -> BoardPlan:
         self._check_experts()
+        if self.review is not None and self.answer is None:
+            raise _FieldError("review", "a review ranks the experts' answers: declare the plan's answer")
+        if self.review is not None and len(self.experts) < (3 if self.review.exclude_self else 2):
+            raise _FieldError("review", "a review needs at least two answers to rank for each reviewer")
         if self.stop_when is not None and self.answer is None:
             raise _FieldError("stop_when", "stopping on agreement compares the experts' verdicts: declare the "
                                            "plan's answer")

@@ -27,16 +27,38 @@ from orchestrator.plan.schema import BoardPlan, TeamPlan
 from storage.read_models import PhaseRecord
 
 
-def needs_repair(plan: BoardPlan | TeamPlan, phase: PhaseRecord, text: str) -> str | None:
+def needs_repair(plan: BoardPlan | TeamPlan, phase: PhaseRecord, text: str,
+                 inputs: Sequence[PhaseRecord]) -> str | None:
     """What is wrong with the verdict an expert's ``text`` ends with, or None when it reads
     (or the phase owes none). The runner asks for a repair once."""
     if plan.answer is None or phase.kind not in VERDICT_KINDS:
         return None
     try:
-        read_verdict(text, plan.answer)
+        read_verdict(text, plan.answer, labels=shown_labels(phase, inputs))
     except MalformedVerdict as exc:
         return str(exc)
     return None
+
+
+def shown_labels(phase: PhaseRecord, inputs: Sequence[PhaseRecord]) -> list[str]:
+    """The labels a review was shown: those of the answers (round-one turns) that exist."""
+    if phase.kind != "review":
+        return []
+    spoke = {p.expert for p in inputs if p.kind == "turn" and p.round == 1 and p.verdict is not None}
+    return [label for name, label in zip(phase.meta.get("shown", []), phase.meta.get("labels", []), strict=False)
+            if name in spoke]
+
+
+def _reviewed(phase: PhaseRecord, inputs: Sequence[PhaseRecord], verdict: Verdict) -> dict[str, Any]:
+    """What a review's verdict adds: the labels shown and who stood behind each, the labels as
+    ranked, and the answers in that order (what Borda counts)."""
+    by_label = dict(zip(phase.meta.get("labels", []), phase.meta.get("shown", []), strict=False))
+    said = {p.expert: p.verdict.get("answer") for p in inputs if p.kind == "turn" and p.round == 1 and p.verdict}
+    labels = shown_labels(phase, inputs)
+    answers = [said.get(by_label[label]) for label in verdict.ranking]
+    return {"ranking": list(dict.fromkeys(a for a in answers if a is not None)),
+            "review": {"labels": labels, "authors": [by_label[label] for label in labels],
+                       "ranked": list(verdict.ranking)}}
 
 
 def phase_verdict(plan: BoardPlan | TeamPlan, phase: PhaseRecord, text: str, inputs: Sequence[PhaseRecord],
@@ -47,12 +69,14 @@ def phase_verdict(plan: BoardPlan | TeamPlan, phase: PhaseRecord, text: str, inp
     if plan.answer is None or phase.kind not in VERDICT_KINDS | CHAIR_KINDS:
         return None
     try:
-        verdict = read_verdict(text, plan.answer)
+        verdict = read_verdict(text, plan.answer, labels=shown_labels(phase, inputs))
         if repaired:
             verdict = Verdict(verdict.answer, verdict.confidence, verdict.reason, verdict.ranking, repaired=True)
     except MalformedVerdict as exc:
         verdict = abstention(str(exc), repaired=repaired)
     stored = verdict.as_json()
+    if phase.kind == "review" and not verdict.abstained:
+        stored |= _reviewed(phase, inputs, verdict)
     if phase.kind in CHAIR_KINDS:
         decision = next((p.verdict for p in inputs if p.kind == "decision" and p.verdict is not None), None)
         if decision is not None:

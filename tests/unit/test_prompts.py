@@ -250,8 +250,13 @@ def render_every_phase() -> str:
     chaired = example("board-vote", decide="chair", stop_when=None)
     numeric = example("board-vote", answer={"type": "number", "tolerance": 0.5})
     free = example("board-vote", answer={"type": "text"})
+    reviewed = example("board-vote", decide="borda", review={"anonymize": True, "exclude_self": True})
+    reviewed_phases = [dataclasses.replace(p, verdict={"answer": "Keep the flat plan", "confidence": 0.6,
+                                                       "reason": "r"}) if p.kind == "turn" else p
+                       for p in stored(reviewed)]
     for plan, phases in ((b, board_phases), (t, team_phases), (voting, tallied), (voting, no_winner),
-                         (chaired, stored(chaired)), (numeric, stored(numeric)), (free, stored(free))):
+                         (chaired, stored(chaired)), (numeric, stored(numeric)), (free, stored(free)),
+                         (reviewed, reviewed_phases)):
         for p in phases:
             if p.status == "completed" and p.kind != "decision":
                 req = request_for(plan, phases, p.key)

@@ -321,13 +321,15 @@ def test_without_a_computable_answer_the_solver_guesses_at_half_confidence() -> 
 
 def test_position_bias_ranks_the_first_label_shown_first() -> None:
     review = {"labels": ["126", "92", "95"]}
+    # a reviewer ranks the labels shown and gives its own answer: position bias moves the ranking only
     biased = verdict(text(request(review=review), solver={"skill": 1.0, "position_bias": 1.0}))
-    assert biased["answer"] == "126" and biased["ranking"] == ["126", "92", "95"]
+    assert biased["answer"] == "92" and biased["ranking"] == ["126", "92", "95"]
     fair = verdict(text(request(review=review), solver={"skill": 1.0}))
     assert fair["answer"] == "92" and fair["ranking"][0] == "92" and sorted(fair["ranking"]) == sorted(review["labels"])
     lettered = {"labels": ["A", "B", "C"], "answers": ["95", "126", "92"]}
-    assert verdict(text(request(review=lettered), solver={"skill": 1.0}))["ranking"][0] == "92"
-    assert verdict(text(request(review=lettered), solver={"skill": 1.0, "position_bias": 1.0}))["answer"] == "95"
+    assert verdict(text(request(review=lettered), solver={"skill": 1.0}))["ranking"][0] == "C"
+    shown_first = verdict(text(request(review=lettered), solver={"skill": 1.0, "position_bias": 1.0}))
+    assert shown_first["answer"] == "92" and shown_first["ranking"] == ["A", "B", "C"]
 
 
 def test_a_divergence_check_stays_json_only() -> None:

@@ -84,30 +84,32 @@ def expert_pick(call: Call, name: str, stance: str, *, later: bool | None = None
     only the solver's conformity reads; by default round > 1 or a debate)."""
     spec = spec_of(call)
     if call.opts.solver is None:
-        return _by_stance(call, spec, name, stance)
+        pick = _by_stance(call, spec, name, stance)
+        labels, answers = _review_of(call)
+        if not labels:
+            return pick
+        agreeing = [label for label, given in zip(labels, answers, strict=False) if given == pick.answer]
+        rest = Dice(name, call.topic.question, "review").shuffled([x for x in labels if x not in agreeing])
+        return Pick(pick.answer, pick.confidence, tuple(agreeing + rest))
     solver = Solver(call.opts.solver, call.topic.question, spec)
     turn = (call.kind, call.round)
     if later is None:
         later = call.round > 1 or call.kind == "debate"
     solved = solver.answer(name, later=later, turn=turn, peers=call.hints.get("peer_answers"))
-    review = call.hints.get("review")
-    labels = review.get("labels") if isinstance(review, Mapping) else None
-    if spec.type != "choice" or not isinstance(labels, list | tuple) or not labels:
+    shown, answers = _review_of(call)
+    if spec.type != "choice" or not shown:
         return Pick(solved.answer, solved.confidence)
-    assert isinstance(review, Mapping)
-    shown = [str(label) for label in labels]
+    # a reviewer ranks the labels shown (best first) and gives its own answer
+    return Pick(solved.answer, solved.confidence, tuple(solver.ranking(name, shown, answers, turn)))
+
+
+def _review_of(call: Call) -> tuple[list[str], list[Any]]:
+    """The labels a reviewer is shown, and the answers behind them (empty outside a review)."""
+    review = call.hints.get("review")
+    if not isinstance(review, Mapping) or not isinstance(review.get("labels"), list | tuple):
+        return [], []
     answers = review.get("answers")
-    answers = list(answers) if isinstance(answers, list | tuple) else []
-    ranked = [_stands_for(label, shown, answers, spec) for label in solver.ranking(name, shown, answers, turn)]
-    valid = tuple(dict.fromkeys(a for a in ranked if a is not None))
-    return Pick(valid[0], solved.confidence, valid) if valid else Pick(solved.answer, solved.confidence)
-
-
-def _stands_for(label: str, shown: list[str], answers: list[Any], spec: AnswerSpec) -> Answer | None:
-    """The option a review label stands for: the answer shown under it, or the label itself."""
-    at = shown.index(label)
-    given = spec.accepts(answers[at]) if at < len(answers) else None
-    return given if given is not None else spec.accepts(label)
+    return [str(label) for label in review["labels"]], list(answers) if isinstance(answers, list | tuple) else []
 
 
 def _by_stance(call: Call, spec: AnswerSpec, name: str, stance: str) -> Pick:
