@@ -207,3 +207,58 @@ def test_a_briefing_citation_opens_its_passage_highlighted_in_its_document(
     assert shot.stat().st_size > 10_000
     if os.environ.get("PLAN_PAGE_CITATION_SCREENSHOT"):
         shutil.copyfile(shot, ROOT / os.environ["PLAN_PAGE_CITATION_SCREENSHOT"])
+
+
+VOTE_EXAMPLE = ROOT / "examples" / "board-vote.yaml"
+
+
+@pytest.mark.slow
+def test_a_board_decided_by_vote_shows_each_verdict_and_the_decision_record(
+        api: Any, workers: Any, settings: Any, browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    """Set ``PLAN_PAGE_DECISION_SCREENSHOT=docs/plan-page-decision.png`` to refresh its screenshot."""
+    import yaml
+
+    tokens = make_tokens(settings.database_url, ("acme-rw", "acme", ["plans:read", "plans:write"]))
+    acme = tokens["acme-rw"][1]
+    auth = {"Authorization": f"Bearer {acme}"}
+    server = api(env={"CONCLAVE_AUTH": "tokens"})
+    plan = yaml.safe_load(VOTE_EXAMPLE.read_text())
+    plan |= {"rounds": 1, "review": {"anonymize": True, "exclude_self": True}, "decide": "borda"}
+    r = httpx.post(f"{server.url}/v1/plans", json=plan, headers=auth)
+    assert r.status_code == 201, r.text
+    plan_id = r.json()["plan_id"]
+    workers(settings=settings.model_copy(update={"offline_latency": 0.0}))
+    base = f"{server.url}/v1/plans/{plan_id}"
+    deadline = time.monotonic() + 120
+    while (view := httpx.get(base, headers=auth).json())["status"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert view["status"] == "completed"
+    decision = view["decision"]
+    assert decision["protocol"] == "borda" and decision["key"] in plan["answer"]["options"]
+
+    page = browser.new_context(viewport={"width": 1440, "height": 1400}).new_page()
+    seen = PageLog(page)
+    sign_in(page, server.url, f"/ui/plans/{plan_id}", acme)
+    # the decision record, as stored: the winner, and one row per vote with the stored answer
+    assert page.get_attribute("#decision", "data-protocol") == "borda"
+    assert page.get_attribute("#decision", "data-answer") == decision["key"]
+    rows = page.eval_on_selector_all("#decision .votes tbody tr",
+                                     "rs => rs.map(r => [r.dataset.expert, r.querySelector('.answer').textContent])")
+    assert rows == [[v["expert"], "abstained" if v.get("abstained") else v["answer"]] for v in decision["votes"]]
+    scores = page.eval_on_selector_all("#decision .score", "ss => ss.map(s => [s.dataset.key, s.querySelector('b')"
+                                                             ".textContent])")
+    assert scores == [[c["key"], f"{c['score']:g}"] for c in decision["candidates"]]
+    chair = "agrees" if decision["chair"]["matches"] else "error"
+    assert page.locator(f"#decision [data-role=chair].{chair}").count() == 1
+    # every expert's card shows its verdict; the reviews' cards too; the decision's card its winner
+    for phase in view["phases"]:
+        if phase["kind"] in ("turn", "review") and phase["verdict"].get("answer") is not None:
+            shown = page.get_attribute(f"[id='phase-{phase['key']}'] .verdict", "data-answer")
+            assert shown == phase["verdict"]["answer"], phase["key"]
+    assert page.get_attribute("[id='phase-decision'] .verdict", "data-answer") == decision["key"]
+    assert "same model" in page.text_content("#overview .warning")
+    shot = tmp_path / "plan-page-decision.png"
+    page.screenshot(path=str(shot), full_page=True)
+    if os.environ.get("PLAN_PAGE_DECISION_SCREENSHOT"):
+        shutil.copyfile(shot, ROOT / os.environ["PLAN_PAGE_DECISION_SCREENSHOT"])
+    assert seen.errors == []

@@ -115,10 +115,14 @@ def decision_record(view: PlanView) -> Markup:
     table = Markup('<table class="votes"><thead><tr><th>expert</th><th>answer</th><th>confidence</th>'
                    '<th>weight</th><th>reason</th></tr></thead><tbody>{}</tbody></table>').format(votes) \
         if d.get("votes") else Markup("")
+    scores = join(Markup('<span class="score" data-key="{k}">{k} <b>{s}</b></span>').format(
+        k=c.get("key"), s=f"{c.get('score', 0):g}") for c in d.get("candidates") or [])
+    scored = Markup('<p class="scores">scores: {}</p>').format(scores) if d.get("candidates") else Markup("")
     answer = d.get("key") if d.get("key") is not None else "no answer"
     return Markup('<section id="decision" class="decision" data-protocol="{p}" data-answer="{a}"><h2>Decision '
-                  '<span class="protocol">{p}</span></h2><p class="winner"><b>{a}</b> · {facts}</p>{said}{table}'
-                  '</section>').format(p=d.get("protocol"), a=answer, facts=", ".join(facts), said=said, table=table)
+                  '<span class="protocol">{p}</span></h2><p class="winner"><b>{a}</b> · {facts}</p>{scored}{said}'
+                  '{table}</section>').format(p=d.get("protocol"), a=answer, facts=", ".join(facts), scored=scored,
+                                             said=said, table=table)
 
 
 def verdict_line(phase: PhaseView) -> Markup:
