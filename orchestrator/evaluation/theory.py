@@ -230,7 +230,8 @@ def conformity_flip_rates(n: int, skill: float, conformity: float) -> tuple[floa
 
     def against(p_other_side: Fraction) -> Fraction:
         weights = _binomial(n - 1, p_other_side)
-        return sum((w if 2 * k > n else w / 2 if 2 * k == n else Fraction(0)) for k, w in enumerate(weights))
+        won = (w if 2 * k > n else w / 2 if 2 * k == n else Fraction(0) for k, w in enumerate(weights))
+        return sum(won, Fraction(0))
 
     s = Fraction(skill)
     return float(c * against(1 - s)), float(c * against(s))
