@@ -36,19 +36,15 @@ class ArmSpec:
 
 @dataclass(frozen=True)
 class TransitionFlips:
-    """Flips from one round to the next: pooled over the experts, and each expert's."""
+    """Flips from one round to the next: pooled over the experts, and each expert's. The
+    intervals on the pooled rates treat each item as a cluster
+    (:func:`~.statistics.clustered_interval`): the experts of one item flip together."""
 
     from_round: int
     pooled: Flips
+    right_to_wrong_interval: tuple[float, float]
+    wrong_to_right_interval: tuple[float, float]
     experts: tuple[tuple[str, Flips], ...]
-
-    @property
-    def right_to_wrong_interval(self) -> tuple[float, float]:
-        return wilson_interval(self.pooled.right_to_wrong, self.pooled.right_before)
-
-    @property
-    def wrong_to_right_interval(self) -> tuple[float, float]:
-        return wilson_interval(self.pooled.wrong_to_right, self.pooled.wrong_before)
 
     def as_json(self) -> dict[str, Any]:
         return {"from_round": self.from_round, "to_round": self.from_round + 1, **_flips(self.pooled),

@@ -36,7 +36,8 @@ have: the 2 x 2 table, the accuracy difference (arm minus baseline) and the exac
 p-value. An arm whose outcomes have ``rounds`` (a panel, or samples recorded as one round) gets
 the panel figures: how often the right answer was present and lost; right→wrong and
 wrong→right flips for each pair of consecutive rounds, over every expert present in both
-(pooled, with Wilson intervals that treat the expert-items as independent, and per expert);
+(pooled, with Wilson intervals widened by the clustering of the experts in an item, and per
+expert);
 the agreement of the last round; rounds used and planned, early stops and the tokens they
 saved; the effective number of independent votes (Kish's n / (1 + (n - 1)·mean phi) over
 the experts' round-1 correctness, on the items where every expert answered round 1); and, if
@@ -105,8 +106,10 @@ from orchestrator.evaluation.figures import (
 from orchestrator.evaluation.outcomes import Answer, ItemOutcome
 from orchestrator.evaluation.report_text import report_table
 from orchestrator.evaluation.statistics import (
+    Flips,
     Paired,
     agreement_rate,
+    clustered_interval,
     effective_votes,
     flip_rates,
     paired,
@@ -265,21 +268,25 @@ def _flips_between_rounds(outcomes: list[ItemOutcome]) -> tuple[TransitionFlips,
     deepest = max(len(o.rounds_correct) for o in outcomes)
     found = []
     for t in range(deepest - 1):
-        pooled_before: list[bool] = []
-        pooled_after: list[bool] = []
+        pooled: tuple[list[bool], list[bool]] = ([], [])
         per_expert: dict[str, tuple[list[bool], list[bool]]] = {}
+        per_item: list[Flips] = []
         for o in outcomes:
             if len(o.rounds_correct) <= t + 1:
                 continue
             before, after = o.rounds_correct[t], o.rounds_correct[t + 1]
-            for expert in before.keys() & after.keys():
-                pooled_before.append(before[expert])
-                pooled_after.append(after[expert])
-                mine = per_expert.setdefault(expert, ([], []))
-                mine[0].append(before[expert])
-                mine[1].append(after[expert])
+            here: tuple[list[bool], list[bool]] = ([], [])
+            for expert in sorted(before.keys() & after.keys()):
+                for into in (pooled, per_expert.setdefault(expert, ([], [])), here):
+                    into[0].append(before[expert])
+                    into[1].append(after[expert])
+            per_item.append(flip_rates(*here))
         found.append(TransitionFlips(
-            from_round=t + 1, pooled=flip_rates(pooled_before, pooled_after),
+            from_round=t + 1, pooled=flip_rates(*pooled),
+            right_to_wrong_interval=clustered_interval([f.right_to_wrong for f in per_item],
+                                                       [f.right_before for f in per_item]),
+            wrong_to_right_interval=clustered_interval([f.wrong_to_right for f in per_item],
+                                                       [f.wrong_before for f in per_item]),
             experts=tuple((e, flip_rates(*per_expert[e])) for e in sorted(per_expert))))
     return tuple(found)
 
