@@ -37,13 +37,12 @@ p-value. An arm whose outcomes have ``rounds`` (a panel, or samples recorded as 
 the panel figures: how often the right answer was present and lost; right→wrong and
 wrong→right flips for each pair of consecutive rounds, over every expert present in both
 (pooled, with Wilson intervals widened by the clustering of the experts in an item, and per
-expert);
-the agreement of the last round; rounds used and planned, early stops and the tokens they
+expert); the agreement of the last round; rounds used and planned, early stops and the tokens they
 saved; the effective number of independent votes (Kish's n / (1 + (n - 1)·mean phi) over
 the experts' round-1 correctness, on the items where every expert answered round 1); and, if
 there are reviews, position bias (the position, among the labels shown, of the one ranked
 first) and self-preference (how often a reviewer who was shown its own answer ranks it first,
-against the 1/k chance).
+against the 1/k chance). The reviews of one item are counted as independent there.
 
 **Theory**, for an arm with ``simulation``: the accuracy the simulation's model predicts
 (:mod:`.theory`: ``skill`` for a single call; the plurality of n independent or one-factor
