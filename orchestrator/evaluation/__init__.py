@@ -13,5 +13,10 @@ One module per idea; this package imports none of them.
 - :mod:`.datasets` — the JSONL item format (:func:`~.datasets.load_items`,
   :func:`~.datasets.dump_items`) and the seeded arithmetic generator whose question text
   the simulated solver parses (:func:`~.datasets.generate`,
-  :func:`~.datasets.evaluate_expression`).
+  :func:`~.datasets.evaluate_expression`);
+- :mod:`.outcomes` — :class:`~.outcomes.ItemOutcome`, what one item of one arm came to;
+- :mod:`.report` — :func:`~.report.build_report`: every figure of an eval from its stored
+  record and outcomes (the input contract is its docstring), its values in :mod:`.figures`,
+  its terminal tables in :mod:`.report_text` (over :mod:`.tables`);
+- :mod:`.comparison` — :func:`~.comparison.compare_reports`: two runs, arm by arm.
 """

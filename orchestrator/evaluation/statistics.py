@@ -4,7 +4,8 @@ A panel's accuracy on a few hundred items is a noisy number; these functions say
 and whether a difference between two systems on the same items is real:
 
 - :func:`wilson_interval` — a 95 % interval on an accuracy that stays inside [0, 1] and is
-  honest for small n and for accuracies near 0 or 1;
+  honest for small n and for accuracies near 0 or 1; :func:`clustered_interval` the same for
+  a share pooled over clusters of dependent trials (the experts of one item);
 - :func:`mcnemar_exact`, :func:`paired` — the exact test for two systems answering the same
   items (only the items where exactly one of them is right carry information);
 - :func:`effective_votes` — how many independent votes a panel of correlated experts is
@@ -67,6 +68,34 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     low = 0.0 if successes == 0 else max(0.0, min(p, centre - half))
     high = 1.0 if successes == n else min(1.0, max(p, centre + half))
     return (low, high)
+
+
+def clustered_interval(successes: Sequence[int], trials: Sequence[int], z: float = Z95) -> tuple[float, float]:
+    """A Wilson interval on a share pooled over clusters whose trials are not independent.
+
+    ``successes[i]`` of ``trials[i]`` in cluster i (an item: the experts of one item flip
+    together when they conform to one majority). The pooled share is r = Σs / Σt; its
+    cluster-robust (ratio-estimator) variance is k/(k-1) · Σ(sᵢ - r·tᵢ)² / (Σt)² over the k
+    clusters with trials, and the design effect (Kish) its ratio to the binomial r(1-r)/Σt,
+    never below 1. Wilson with n/deff trials is Wilson with z·sqrt(deff) (z only ever
+    appears as z²/n), so the interval is :func:`wilson_interval` at that z: as wide as the
+    binomial one when the clusters are independent inside, wider when they are not. With
+    fewer than two clusters, or a share of 0 or 1, there is no variance to measure: deff 1.
+    """
+    _same_length(successes, trials, "successes, trials")
+    for i, (s, t) in enumerate(zip(successes, trials, strict=True)):
+        _count(s, f"successes[{i}]")
+        _count(t, f"trials[{i}]")
+        if s > t:
+            raise ValueError(f"successes[{i}]: must be at most trials[{i}] ({t}), got {s}")
+    total, n = sum(successes), sum(trials)
+    clusters = sum(1 for t in trials if t)
+    deff = 1.0
+    if clusters > 1 and 0 < total < n:
+        r = total / n
+        robust = clusters / (clusters - 1) * sum((s - r * t) ** 2 for s, t in zip(successes, trials, strict=True))
+        deff = max(1.0, robust / (n * r * (1 - r)))  # both variances times n²
+    return wilson_interval(total, n, z * math.sqrt(deff))
 
 
 def mcnemar_exact(b: int, c: int) -> float:

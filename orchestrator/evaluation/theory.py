@@ -200,3 +200,38 @@ def majority_of_samples_accuracy(samples: int, skill: float, options: int, tie: 
     which baseline it prints.
     """
     return plurality_accuracy(samples, skill, options, tie)
+
+
+def conformity_flip_rates(n: int, skill: float, conformity: float) -> tuple[float, float]:
+    """The expected (right→wrong, wrong→right) flip rates of a board's experts from round 1
+    to round 2, on two-option items, for independent experts (correlation 0).
+
+    The simulated solver's model of conformity: an expert's own answer is the same in every
+    round; in a later round, with probability ``conformity`` (independently of everything
+    else), it gives instead the plurality of the previous round's ``n`` answers, its own
+    among them. An expert right in round 1 therefore turns wrong exactly when it conforms
+    and that plurality is wrong. Given it is right, the other n - 1 experts' wrong answers
+    W are Bin(n - 1, 1 - skill), independent of it; with two options the plurality of the n
+    answers is wrong when W > n - W, i.e. 2W > n, and 2W = n is a tie, worth one half (the
+    solver breaks it by the answers' string order, which favours neither the right nor the
+    wrong answer across items). So
+
+        right→wrong = conformity · (P[2W > n] + ½·P[2W = n]),  W ~ Bin(n - 1, 1 - skill)
+        wrong→right = conformity · (P[2R > n] + ½·P[2R = n]),  R ~ Bin(n - 1, skill)
+
+    (the second by the same argument for an expert wrong in round 1). With more options
+    the wrong answers split and correlated experts are not independent given one of them,
+    so no such closed form is offered for them. Exact, like the rest of this module.
+    """
+    _check(n, skill, 2, "random")
+    if isinstance(conformity, bool) or not isinstance(conformity, int | float) or not 0 <= conformity <= 1:
+        raise ValueError(f"conformity: must be in [0, 1], got {conformity!r}")
+    c = Fraction(conformity)
+
+    def against(p_other_side: Fraction) -> Fraction:
+        weights = _binomial(n - 1, p_other_side)
+        won = (w if 2 * k > n else w / 2 if 2 * k == n else Fraction(0) for k, w in enumerate(weights))
+        return sum(won, Fraction(0))
+
+    s = Fraction(skill)
+    return float(c * against(1 - s)), float(c * against(s))

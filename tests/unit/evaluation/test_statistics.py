@@ -13,7 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.evaluation.statistics import (
+    Z95,
     agreement_rate,
+    clustered_interval,
     effective_votes,
     flip_rates,
     mcnemar_exact,
@@ -248,3 +250,23 @@ def test_position_bias_p_value_is_exact(reviews: list[tuple[int, int]]) -> None:
     bias = position_bias(first, shown)
     assert bias.p_value == pytest.approx(_brute_force_p(first, shown), rel=1e-9, abs=1e-15)
     assert 0.0 <= bias.p_value <= 1.0
+
+
+def test_clustered_interval_widens_wilson_by_the_design_effect_of_the_clusters() -> None:
+    # one trial per cluster: the clusters are the trials, deff = k/(k-1) from the robust variance
+    ones = [1] * 30 + [0] * 70
+    assert clustered_interval(ones, [1] * 100) == pytest.approx(wilson_interval(30, 100, Z95 * math.sqrt(100 / 99)))
+    # all-or-nothing clusters of four: as wide as 25 independent trials (deff 4·k/(k-1))
+    whole = clustered_interval([4] * 10 + [0] * 15, [4] * 25)
+    assert whole == pytest.approx(wilson_interval(40, 100, Z95 * math.sqrt(4 * 25 / 24)))
+    assert whole[1] - whole[0] > 1.9 * (wilson_interval(40, 100)[1] - wilson_interval(40, 100)[0])
+    # clusters more even than chance never give an interval narrower than Wilson's
+    assert clustered_interval([2] * 50, [4] * 50) == wilson_interval(100, 200)
+    # nothing to measure a variance on: Wilson's
+    assert clustered_interval([3], [10]) == wilson_interval(3, 10)
+    assert clustered_interval([0, 0], [5, 5]) == wilson_interval(0, 10)
+    assert clustered_interval([], []) == (0.0, 1.0)
+    with pytest.raises(ValueError, match="successes"):
+        clustered_interval([3], [2])
+    with pytest.raises(ValueError, match="same length"):
+        clustered_interval([1], [1, 2])

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from orchestrator.evaluation.statistics import effective_votes
 from orchestrator.evaluation.theory import (
+    conformity_flip_rates,
     correlated_plurality_accuracy,
     majority_of_samples_accuracy,
     plurality_accuracy,
@@ -181,3 +182,27 @@ def test_the_model_gives_the_correlation_it_is_named_after() -> None:
     # n_eff = n / (1 + (n - 1) rho); rho's standard error here is about 0.004
     expected = n / (1 + (n - 1) * correlation)
     assert effective_votes(correct) == pytest.approx(expected, abs=0.1)
+
+
+def test_conformity_flip_rates_have_the_closed_form_of_five_experts_and_simulate() -> None:
+    # five experts of skill 0.7: the four others hold three or four wrong answers with
+    # probability 4·0.3³·0.7 + 0.3⁴ = 0.0837, three or four right ones with 4·0.7³·0.3 + 0.7⁴
+    right_to_wrong, wrong_to_right = conformity_flip_rates(5, 0.7, 0.5)
+    assert right_to_wrong == pytest.approx(0.5 * (4 * 0.3**3 * 0.7 + 0.3**4))
+    assert wrong_to_right == pytest.approx(0.5 * (4 * 0.7**3 * 0.3 + 0.7**4))
+    # an even panel: a tie of the four answers (the expert's own among them) is worth one half
+    assert conformity_flip_rates(4, 0.5, 1.0)[0] == pytest.approx(0.125 + 0.5 * 0.375)
+    assert conformity_flip_rates(5, 0.7, 0.0) == (0.0, 0.0)
+    rng = random.Random(7)
+    flips = right = 0
+    for _ in range(DRAWS // 5):
+        first = [rng.random() < 0.7 for _ in range(5)]
+        plurality = sum(first) * 2 > 5
+        for own in first:
+            if own:
+                right += 1
+                flips += rng.random() < 0.5 and not plurality
+    standard_error = math.sqrt(right_to_wrong * (1 - right_to_wrong) / right)
+    assert abs(flips / right - right_to_wrong) < 4 * standard_error
+    with pytest.raises(ValueError, match="conformity"):
+        conformity_flip_rates(5, 0.7, 1.5)

@@ -131,15 +131,18 @@ class Solver:
     def ranking(self, expert: str, labels: Sequence[str], answers: Sequence[Any], turn: object) -> list[str]:
         """A reviewer's ranking of the ``labels`` shown (``answers[i]`` is what label i
         stands for, when given): as shown with probability ``position_bias``, else its own
-        answer's labels first and the rest in a seeded order."""
+        answer's labels first (in a seeded order) and the rest in another."""
         who = _who(expert)
         if self._dice(who, "position", turn).uniform() < self.opts.position_bias:
             return list(labels)
         own = str(self.first(expert).answer)
         mine = [i for i, label in enumerate(labels)
                 if label == own or (i < len(answers) and str(answers[i]) == own)]
+        # several labels may carry its answer: their order is drawn too, so an unbiased reviewer
+        # has no lean to the first position shown
+        agreeing = self._dice(who, "agreeing", turn).shuffled(mine)
         rest = self._dice(who, "review", turn).shuffled([i for i in range(len(labels)) if i not in mine])
-        return [labels[i] for i in mine + rest]
+        return [labels[i] for i in agreeing + rest]
 
     def _dice(self, *parts: object) -> Dice:
         return Dice("solver", self.opts.seed, self.question, *parts)
