@@ -28,7 +28,7 @@ from rich.text import Text
 from orchestrator.briefing.documents import CitationView
 from orchestrator.client.conclave import Conclave
 from orchestrator.core.bus import drain
-from orchestrator.plan.views import PhaseView, PlanView
+from orchestrator.plan.views import EARLY_STOP, PhaseView, PlanView
 from storage.status import PHASE_FINAL, PhaseStatus, PlanStatus
 
 TITLES = {
@@ -215,6 +215,12 @@ class MeetingView:
                 self.console.print(Text(failure, style="red"))
             elif p.status == PhaseStatus.CANCELLED:
                 self.console.print(Text(f"■ {phase_title(p)} — cancelled", style="yellow"))
+            elif p.status == PhaseStatus.SKIPPED and p.error_code == EARLY_STOP:
+                stop = view.early_stop or {}
+                if not any(q.key in self.printed for q in view.phases if q.key in stop.get("phases", ()) and q != p):
+                    self.console.print(Text(f"⏭ round(s) {', '.join(map(str, stop.get('rounds', [])))} skipped: "
+                                            f"{p.error} (about {stop.get('tokens_saved', 0):,} tokens saved)",
+                                            style="magenta"))
             elif p.status == PhaseStatus.SKIPPED:
                 self.console.print(Text(f"· {phase_title(p)} — skipped: {p.error}", style="dim"))
 
