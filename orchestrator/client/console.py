@@ -195,7 +195,7 @@ class MeetingView:
                 continue
             self.printed.add(p.key)
             self.streams.pop(p.key, None)
-            if p.kind == "turn" and p.round and p.round not in self.rounds_shown:
+            if p.kind == "turn" and p.round and p.round not in self.rounds_shown and p.status != PhaseStatus.SKIPPED:
                 self.rounds_shown.add(p.round)
                 self.console.print(Rule(f"Round {p.round} of {self.rounds}", style="dim"))
             if p.kind == "divergence" and p.status == PhaseStatus.COMPLETED:
