@@ -123,13 +123,14 @@ def read_answer(spec: Spec, value: Any) -> str | float:
 
 
 def _option(spec: ChoiceAnswer, value: str) -> str:
+    try:  # an option as written first: the option "C" is not the third option's letter
+        return answer_key(spec, value)
+    except StopIteration:
+        pass
     letter = value.strip().rstrip(").:").upper()
     if len(letter) == 1 and "A" <= letter <= "Z" and ord(letter) - 65 < len(spec.options):
         return spec.options[ord(letter) - 65]
-    try:
-        return answer_key(spec, value)
-    except StopIteration:
-        raise MalformedVerdict(f"'answer' must be one of: {', '.join(spec.options)}") from None
+    raise MalformedVerdict(f"'answer' must be one of: {', '.join(spec.options)}")
 
 
 def _ranking(spec: Spec, value: Any, answer: str | float) -> tuple[str, ...]:
