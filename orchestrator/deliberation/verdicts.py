@@ -83,6 +83,8 @@ def read_verdict(text: str, spec: Spec) -> Verdict:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise MalformedVerdict(f"the verdict is not valid JSON ({exc.msg})") from None
+    except ValueError:  # an integer longer than Python converts (sys.get_int_max_str_digits)
+        raise MalformedVerdict("the verdict holds a number too long to read") from None
     if not isinstance(data, dict):
         raise MalformedVerdict("the verdict must be a JSON object")
     unknown = sorted(set(data) - {"answer", "confidence", "reason", "ranking"})
@@ -152,7 +154,10 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int no float can hold (10^400 written out)
+            return None
     elif isinstance(value, str) and _NUMBER.match(value.strip()):
         number = float(value.strip().replace(",", ""))
     else:
