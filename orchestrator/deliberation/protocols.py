@@ -3,7 +3,8 @@
 Each expert casts one ballot: its latest verdict (an expert absent from the last round
 votes with the verdict it gave before; one that never gave a readable verdict abstains).
 Ballots with the same answer (:func:`~.answers.same_answer`: an option, a number within the
-tolerance, the same normalised text) form one candidate. The protocols:
+tolerance, the same normalised text) form one candidate; scores and confidences are summed
+exactly rounded, so neither depends on the order of the ballots. The protocols:
 
 - ``vote`` — plurality: a ballot weighs 1;
 - ``weighted_vote`` — a ballot weighs its confidence (ReConcile's confidence-weighted vote);
@@ -22,7 +23,8 @@ runner-up, the share of the panel that agrees, and how a tie was broken.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +91,7 @@ def tally(protocol: Protocol, spec: Spec, ballots: Sequence[Ballot], *, seed: st
         raise ValueError("the chair decides in prose: there is no tally")
     candidates = _candidates(spec, ballots)
     weights = []
+    points: dict[int, list[float]] = {id(c): [] for c in candidates}
     for b in ballots:
         v = b.verdict
         if v.abstained:
@@ -97,9 +100,11 @@ def tally(protocol: Protocol, spec: Spec, ballots: Sequence[Ballot], *, seed: st
         w = v.confidence if protocol == "weighted_vote" else 1.0
         weights.append(w)
         if protocol != "borda":
-            _find(spec, candidates, v.answer).score += w
+            points[id(_find(spec, candidates, v.answer))].append(w)
     if protocol == "borda":
-        _borda(spec, ballots, candidates)
+        _borda(spec, ballots, candidates, points)
+    for c in candidates:
+        c.score = _total(points[id(c)])
     ranked = sorted(candidates, key=lambda c: (-c.score, -c.confidence))
     tie_break = None
     if len(ranked) >= 2 and ranked[0].score == ranked[1].score and ranked[0].score > 0:
@@ -126,13 +131,14 @@ def _candidates(spec: Spec, ballots: Sequence[Ballot]) -> list[Candidate]:
     found: list[Candidate] = []
     if isinstance(spec, ChoiceAnswer):
         found = [Candidate(answer=o, key=o) for o in spec.options]
-    for b in ballots:
-        v = b.verdict
-        if v.abstained or v.answer is None:
-            continue
-        c = _find(spec, found, v.answer, create=True)
+    given = [b for b in ballots if not b.verdict.abstained and b.verdict.answer is not None]
+    confidences: dict[int, list[float]] = {}
+    for b in given:
+        c = _find(spec, found, b.verdict.answer, create=True)
         c.voters.append(b.expert)
-        c.confidence += v.confidence
+        confidences.setdefault(id(c), []).append(b.verdict.confidence)
+    for c in found:
+        c.confidence = _total(confidences.get(id(c), ()))
     return found
 
 
@@ -149,7 +155,8 @@ def _find(spec: Spec, candidates: list[Candidate], answer: str | float | None,
     return c
 
 
-def _borda(spec: Spec, ballots: Sequence[Ballot], candidates: list[Candidate]) -> None:
+def _borda(spec: Spec, ballots: Sequence[Ballot], candidates: list[Candidate],
+           points: dict[int, list[float]]) -> None:
     m = len(candidates)
     for b in ballots:
         v = b.verdict
@@ -157,7 +164,14 @@ def _borda(spec: Spec, ballots: Sequence[Ballot], candidates: list[Candidate]) -
             continue
         ranking = v.ranking or (v.answer,)
         for place, answer in enumerate(ranking):
-            _find(spec, candidates, answer).score += m - 1 - place
+            points[id(_find(spec, candidates, answer))].append(m - 1 - place)
+
+
+def _total(parts: Iterable[float]) -> float:
+    """A score or a total confidence that does not depend on the order of its parts (summed
+    exactly rounded: in floating point 0.1 + 0.2 + 0.3 is not 0.3 + 0.2 + 0.1, and the
+    difference decided ties)."""
+    return math.fsum(parts)
 
 
 def _break_tie(ranked: list[Candidate], seed: str) -> tuple[list[Candidate], dict[str, Any]]:
