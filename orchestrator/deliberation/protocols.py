@@ -3,8 +3,9 @@
 Each expert casts one ballot: its latest verdict (an expert absent from the last round
 votes with the verdict it gave before; one that never gave a readable verdict abstains).
 Ballots with the same answer (:func:`~.answers.same_answer`: an option, a number within the
-tolerance, the same normalised text) form one candidate; scores and confidences are summed
-exactly rounded, so neither depends on the order of the ballots. The protocols:
+tolerance of its group's anchor — the answer near most others —, the same normalised text)
+form one candidate; scores and confidences are summed exactly rounded, so neither depends
+on the order of the ballots. The protocols:
 
 - ``vote`` — plurality: a ballot weighs 1;
 - ``weighted_vote`` — a ballot weighs its confidence (ReConcile's confidence-weighted vote);
@@ -132,6 +133,8 @@ def _candidates(spec: Spec, ballots: Sequence[Ballot]) -> list[Candidate]:
     if isinstance(spec, ChoiceAnswer):
         found = [Candidate(answer=o, key=o) for o in spec.options]
     given = [b for b in ballots if not b.verdict.abstained and b.verdict.answer is not None]
+    if isinstance(spec, NumberAnswer):
+        found = _number_groups(spec, [float(b.verdict.answer or 0) for b in given])
     confidences: dict[int, list[float]] = {}
     for b in given:
         c = _find(spec, found, b.verdict.answer, create=True)
@@ -140,6 +143,20 @@ def _candidates(spec: Spec, ballots: Sequence[Ballot]) -> list[Candidate]:
     for c in found:
         c.confidence = _total(confidences.get(id(c), ()))
     return found
+
+
+def _number_groups(spec: NumberAnswer, answers: list[float]) -> list[Candidate]:
+    """Numbers within the tolerance are one answer, but "within the tolerance" is not
+    transitive (1.0 ~ 1.4 ~ 1.8): so the groups are drawn, whatever the order of the ballots,
+    around the answer whose tolerance holds the most answers (ties: the smallest), then again
+    among those left. :func:`_find` puts each answer in the first group whose anchor it is near."""
+    groups: list[Candidate] = []
+    left = sorted(answers)
+    while left:
+        anchor = max(left, key=lambda a: (sum(1 for x in left if abs(x - a) <= spec.tolerance), -a))
+        groups.append(Candidate(answer=anchor, key=answer_key(spec, anchor)))
+        left = [x for x in left if abs(x - anchor) > spec.tolerance]
+    return groups
 
 
 def _find(spec: Spec, candidates: list[Candidate], answer: str | float | None,
