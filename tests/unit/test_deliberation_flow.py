@@ -15,6 +15,7 @@ import pytest
 
 from orchestrator.core.errors import InvalidPlan
 from orchestrator.deliberation.verdicts import read_verdict
+from orchestrator.gateway.failures import ProviderUnavailable
 from orchestrator.gateway.types import Completion, Usage
 from orchestrator.plan import tally
 from orchestrator.plan.schema import parse_plan
@@ -501,3 +502,44 @@ def test_the_verdict_fault_switches_are_refused_outside_testing_mode(planes: Pla
     with pytest.raises(InvalidPlan) as info:
         planes.coordinator.submit(board(models={"default": offline(**switch)}))
     assert f"models.default.options.{name}" in [d["field"] for d in info.value.details]
+
+
+# ---------------------------------------------------------------- a repair that cannot be made
+
+
+class RepairsFail:
+    """The offline model, except that every verdict repair request fails upstream."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def _check(self, request: Any) -> None:
+        if request.purpose == "verdict_repair":
+            raise ProviderUnavailable("upstream unavailable for the repair", usage=Usage(40, 0, "estimated", "t"))
+
+    def stream(self, spec: Any, request: Any) -> Any:
+        self._check(request)
+        return self.model.stream(spec, request)
+
+    def complete(self, spec: Any, request: Any) -> Completion:
+        self._check(request)
+        return self.model.complete(spec, request)
+
+
+def test_a_turn_whose_repair_request_fails_keeps_its_words_and_abstains(testing_planes: Planes) -> None:
+    planes = testing_planes
+    planes.runner.providers["offline"] = RepairsFail(planes.runner.providers["offline"])
+    plan_id = run(planes, team(synthesis=False, models={"default": offline(malformed_verdict="once")}))
+
+    state = planes.state(plan_id)
+    assert state.plan.status == PlanStatus.COMPLETED  # a turn's verdict never fails the plan
+    for key in ("ada", "bo"):
+        p = state.by_key()[key]
+        assert p.status == PhaseStatus.COMPLETED and p.verdict is not None
+        assert p.verdict["answer"] is None and p.verdict["abstained"].startswith("no line beginning 'Verdict:'")
+        assert p.verdict["repaired"] is True  # asked for, once
+        assert "Position:" in (planes.text(plan_id, key) or "")  # the paid-for turn is kept
+        assert [(purpose, counted) for _, _, purpose, _, counted in usage_of(planes, plan_id, key)] == [
+            ("phase", True), ("verdict_repair", True)]
+    decision = state.by_key()["decision"].verdict
+    assert decision is not None and decision["answer"] is None and decision["abstentions"] == 2
