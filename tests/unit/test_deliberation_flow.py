@@ -16,6 +16,7 @@ import pytest
 from orchestrator.core.errors import InvalidPlan
 from orchestrator.deliberation.verdicts import read_verdict
 from orchestrator.gateway.failures import ProviderUnavailable
+from orchestrator.gateway.providers.offline import OfflineProvider
 from orchestrator.gateway.types import Completion, Usage
 from orchestrator.plan import tally
 from orchestrator.plan.schema import parse_plan
@@ -23,6 +24,7 @@ from orchestrator.plan.views import PlanView, plan_view
 from storage.read_models import EventRecord, PhaseRecord
 from storage.status import Outcome, PhaseStatus, PlanStatus
 from tasks.lease import Lease
+from tasks.runner import PhaseRunner
 from tests.unit.planes import Planes, published
 
 QUESTION = "Should Ledgerly move to usage-based pricing next quarter?"
@@ -543,3 +545,15 @@ def test_a_turn_whose_repair_request_fails_keeps_its_words_and_abstains(testing_
             ("phase", True), ("verdict_repair", True)]
     decision = state.by_key()["decision"].verdict
     assert decision is not None and decision["answer"] is None and decision["abstentions"] == 2
+
+
+def test_a_worker_outside_testing_mode_refuses_a_stored_plans_verdict_fault_switch(testing_planes: Planes) -> None:
+    planes = testing_planes  # a testing API stored the plan; production workers run it
+    plan_id = planes.coordinator.submit(board(models={"default": offline(malformed_verdict="always")})).plan_id
+    production = planes.settings.model_copy(update={"testing": False})
+    planes.runner = PhaseRunner(planes.db, production, planes.bus, {"offline": OfflineProvider(testing=False)})
+    planes.run_all()
+    state = planes.state(plan_id)
+    assert state.plan.status == PlanStatus.FAILED
+    assert state.by_key()["opening"].error_code == "llm.fault_not_allowed"
+    assert not any(p.verdict for p in state.phases) and not recorded(planes, plan_id)
