@@ -130,7 +130,7 @@ class Phase(Base):
     error_message: Mapped[str | None] = mapped_column(Text)
     # the machine-readable part of a completed result: an expert's verdict, the decision
     # phase's tally, the chair's stated answer (orchestrator.deliberation); None without one
-    verdict: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    verdict: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))  # SQL NULL, not JSON null
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

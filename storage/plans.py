@@ -18,6 +18,7 @@ from storage.identity import DEFAULT_TENANT, Principal
 from storage.ids import as_plan_id, new_plan_id
 from storage.models import Phase, Plan, utcnow
 from storage.outbox import Outbox
+from storage.phases import EARLY_STOP
 from storage.read_models import EventRecord, NewDocument, NewPhase, PhaseRecord, PlanRecord, snapshot
 from storage.status import PLAN_FINAL, PhaseStatus, PlanStatus
 
@@ -236,7 +237,9 @@ def acquire_resume_guard(db: Database, plan_id: str, owner: str, hold: timedelta
 
 def reopen(db: Database, plan_id: str, *, retry_failed: bool, actor: Principal | None = None) -> Reopened:
     """Prepare a plan for resume; with ``retry_failed``, failed phases (and the phases
-    skipped because of them) go back to pending and the retry is recorded on each.
+    skipped because of them) go back to pending and the retry is recorded on each. Rounds a
+    board skipped because its panel agreed (``plan.early_stop``) stay skipped: that was a
+    decision, not a failure.
 
     Only a plan that is running or ended failed / budget_exhausted is reopened: a
     completed or cancelled plan is final for good, and its phases are left alone
@@ -251,7 +254,8 @@ def reopen(db: Database, plan_id: str, *, retry_failed: bool, actor: Principal |
         reopenable = plan.status in _REOPENABLE and not plan.cancel_requested
         if retry_failed and reopenable:
             rows = s.scalars(select(Phase).where(Phase.plan_id == plan_id,
-                                                 Phase.status.in_((PhaseStatus.FAILED, PhaseStatus.SKIPPED)))).all()
+                                                 Phase.status.in_((PhaseStatus.FAILED, PhaseStatus.SKIPPED)),
+                                                 Phase.error_code.is_distinct_from(EARLY_STOP))).all()
             for ph in rows:
                 if ph.status == PhaseStatus.FAILED:
                     ph.retries_requested += 1

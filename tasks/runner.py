@@ -121,7 +121,7 @@ class PhaseRunner:
         except LLMError as exc:
             if lease.shutting_down:
                 return self.release(work, exc)
-            decision = tally.chair_fallback(work.plan, work.phase, work.inputs)
+            decision = None if lease.should_stop() else tally.chair_fallback(work.plan, work.phase, work.inputs)
             if decision is not None:  # the chair failed on every model: the tally already paid for stands
                 return self.complete_without_chair(work, decision, exc)
             # the message is public by construction (orchestrator.gateway.failures): no upstream text in it
@@ -137,7 +137,8 @@ class PhaseRunner:
     def answer(self, work: PhaseWork, gateway: Gateway, on_text: Callable[[str], None], lease: Lease) -> Outcome:
         """The phase's model call — on the expert's models in order (``fallback_models``: the
         next one when a model fails after its own retries; never after a cancel or with the
-        budget spent) — then the one corrective request a malformed structured answer gets."""
+        budget spent) — then the one corrective request a malformed structured answer gets
+        (a verdict repair that fails leaves the turn complete, its verdict an abstention)."""
         models = work.plan.expert(work.phase.expert or "").models
         for i, name in enumerate(models):
             spec, request = self.prepare(work, name)
@@ -152,7 +153,15 @@ class PhaseRunner:
         followup = self.followup(work, request, completion)
         if followup is None:
             return self.complete(work, completion)
-        again = gateway.call(spec, followup, should_stop=lease.should_stop)
+        try:
+            again = gateway.call(spec, followup, should_stop=lease.should_stop)
+        except LLMError as exc:
+            if followup.purpose != "verdict_repair" or lease.should_stop():
+                raise
+            # the turn is in hand and paid for: it completes, its verdict an abstention
+            log.warning("verdict repair failed (%s): the turn abstains", exc.code,
+                        extra={"action": "phase.repair_failed"})
+            return self.complete(work, completion, repaired=True)
         if followup.purpose == "verdict_repair":  # the turn keeps its words; the repair adds its line
             said = f"{as_text(completion.text).rstrip()}\n\n{again.text.strip()}"
             return self.complete(work, replace(completion, text=said), repaired=True)

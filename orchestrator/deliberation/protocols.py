@@ -3,7 +3,9 @@
 Each expert casts one ballot: its latest verdict (an expert absent from the last round
 votes with the verdict it gave before; one that never gave a readable verdict abstains).
 Ballots with the same answer (:func:`~.answers.same_answer`: an option, a number within the
-tolerance, the same normalised text) form one candidate. The protocols:
+tolerance of its group's anchor — the answer near most others —, the same normalised text)
+form one candidate; scores and confidences are summed exactly rounded, so neither depends
+on the order of the ballots. The protocols:
 
 - ``vote`` — plurality: a ballot weighs 1;
 - ``weighted_vote`` — a ballot weighs its confidence (ReConcile's confidence-weighted vote);
@@ -22,7 +24,8 @@ runner-up, the share of the panel that agrees, and how a tie was broken.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +92,7 @@ def tally(protocol: Protocol, spec: Spec, ballots: Sequence[Ballot], *, seed: st
         raise ValueError("the chair decides in prose: there is no tally")
     candidates = _candidates(spec, ballots)
     weights = []
+    points: dict[int, list[float]] = {id(c): [] for c in candidates}
     for b in ballots:
         v = b.verdict
         if v.abstained:
@@ -97,9 +101,11 @@ def tally(protocol: Protocol, spec: Spec, ballots: Sequence[Ballot], *, seed: st
         w = v.confidence if protocol == "weighted_vote" else 1.0
         weights.append(w)
         if protocol != "borda":
-            _find(spec, candidates, v.answer).score += w
+            points[id(_find(spec, candidates, v.answer))].append(w)
     if protocol == "borda":
-        _borda(spec, ballots, candidates)
+        _borda(spec, ballots, candidates, points)
+    for c in candidates:
+        c.score = _total(points[id(c)])
     ranked = sorted(candidates, key=lambda c: (-c.score, -c.confidence))
     tie_break = None
     if len(ranked) >= 2 and ranked[0].score == ranked[1].score and ranked[0].score > 0:
@@ -126,14 +132,31 @@ def _candidates(spec: Spec, ballots: Sequence[Ballot]) -> list[Candidate]:
     found: list[Candidate] = []
     if isinstance(spec, ChoiceAnswer):
         found = [Candidate(answer=o, key=o) for o in spec.options]
-    for b in ballots:
-        v = b.verdict
-        if v.abstained or v.answer is None:
-            continue
-        c = _find(spec, found, v.answer, create=True)
+    given = [b for b in ballots if not b.verdict.abstained and b.verdict.answer is not None]
+    if isinstance(spec, NumberAnswer):
+        found = _number_groups(spec, [float(b.verdict.answer or 0) for b in given])
+    confidences: dict[int, list[float]] = {}
+    for b in given:
+        c = _find(spec, found, b.verdict.answer, create=True)
         c.voters.append(b.expert)
-        c.confidence += v.confidence
+        confidences.setdefault(id(c), []).append(b.verdict.confidence)
+    for c in found:
+        c.confidence = _total(confidences.get(id(c), ()))
     return found
+
+
+def _number_groups(spec: NumberAnswer, answers: list[float]) -> list[Candidate]:
+    """Numbers within the tolerance are one answer, but "within the tolerance" is not
+    transitive (1.0 ~ 1.4 ~ 1.8): so the groups are drawn, whatever the order of the ballots,
+    around the answer whose tolerance holds the most answers (ties: the smallest), then again
+    among those left. :func:`_find` puts each answer in the first group whose anchor it is near."""
+    groups: list[Candidate] = []
+    left = sorted(answers)
+    while left:
+        anchor = max(left, key=lambda a: (sum(1 for x in left if abs(x - a) <= spec.tolerance), -a))
+        groups.append(Candidate(answer=anchor, key=answer_key(spec, anchor)))
+        left = [x for x in left if abs(x - anchor) > spec.tolerance]
+    return groups
 
 
 def _find(spec: Spec, candidates: list[Candidate], answer: str | float | None,
@@ -149,7 +172,8 @@ def _find(spec: Spec, candidates: list[Candidate], answer: str | float | None,
     return c
 
 
-def _borda(spec: Spec, ballots: Sequence[Ballot], candidates: list[Candidate]) -> None:
+def _borda(spec: Spec, ballots: Sequence[Ballot], candidates: list[Candidate],
+           points: dict[int, list[float]]) -> None:
     m = len(candidates)
     for b in ballots:
         v = b.verdict
@@ -157,7 +181,14 @@ def _borda(spec: Spec, ballots: Sequence[Ballot], candidates: list[Candidate]) -
             continue
         ranking = v.ranking or (v.answer,)
         for place, answer in enumerate(ranking):
-            _find(spec, candidates, answer).score += m - 1 - place
+            points[id(_find(spec, candidates, answer))].append(m - 1 - place)
+
+
+def _total(parts: Iterable[float]) -> float:
+    """A score or a total confidence that does not depend on the order of its parts (summed
+    exactly rounded: in floating point 0.1 + 0.2 + 0.3 is not 0.3 + 0.2 + 0.1, and the
+    difference decided ties)."""
+    return math.fsum(parts)
 
 
 def _break_tie(ranked: list[Candidate], seed: str) -> tuple[list[Candidate], dict[str, Any]]:

@@ -85,6 +85,8 @@ def read_verdict(text: str, spec: Spec, *, labels: Sequence[str] = ()) -> Verdic
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise MalformedVerdict(f"the verdict is not valid JSON ({exc.msg})") from None
+    except ValueError:  # an integer longer than Python converts (sys.get_int_max_str_digits)
+        raise MalformedVerdict("the verdict holds a number too long to read") from None
     if not isinstance(data, dict):
         raise MalformedVerdict("the verdict must be a JSON object")
     unknown = sorted(set(data) - {"answer", "confidence", "reason", "ranking"})
@@ -125,13 +127,14 @@ def read_answer(spec: Spec, value: Any) -> str | float:
 
 
 def _option(spec: ChoiceAnswer, value: str) -> str:
+    try:  # an option as written first: the option "C" is not the third option's letter
+        return answer_key(spec, value)
+    except StopIteration:
+        pass
     letter = value.strip().rstrip(").:").upper()
     if len(letter) == 1 and "A" <= letter <= "Z" and ord(letter) - 65 < len(spec.options):
         return spec.options[ord(letter) - 65]
-    try:
-        return answer_key(spec, value)
-    except StopIteration:
-        raise MalformedVerdict(f"'answer' must be one of: {', '.join(spec.options)}") from None
+    raise MalformedVerdict(f"'answer' must be one of: {', '.join(spec.options)}")
 
 
 def _ranking(spec: Spec, value: Any, answer: str | float) -> tuple[str, ...]:
@@ -162,7 +165,10 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int no float can hold (10^400 written out)
+            return None
     elif isinstance(value, str) and _NUMBER.match(value.strip()):
         number = float(value.strip().replace(",", ""))
     else:

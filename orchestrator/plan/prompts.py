@@ -20,6 +20,7 @@ from orchestrator.deliberation.answers import ChoiceAnswer, NumberAnswer
 from orchestrator.gateway.budget import estimate_tokens
 from orchestrator.gateway.types import ChatRequest, ContextBlock
 from orchestrator.plan.schema import BoardPlan, Expert, Skill, TeamPlan
+from storage import phases as stored_phases
 from storage.read_models import ChunkRecord, PhaseRecord
 from storage.status import GIVEN_UP
 
@@ -157,7 +158,8 @@ def build_request(plan: BoardPlan | TeamPlan, phase: PhaseRecord, inputs: Sequen
     chairing = isinstance(plan, BoardPlan) and phase.kind in ("opening", "round_summary", "final_summary")
     if expert and not chairing:  # the chair is hinted as "moderator", never as a panel member
         hints |= {"expert": expert.name, "role": expert.role}
-    request = _board(plan, phase, blocks, hints) if isinstance(plan, BoardPlan) else _team(
+    stopped = frozenset(p.key for p in inputs if p.error_code == stored_phases.EARLY_STOP)  # held by nobody
+    request = _board(plan, phase, blocks, hints, stopped) if isinstance(plan, BoardPlan) else _team(
         plan, phase, blocks, hints, texts, inputs)
     return with_verdict(plan, phase, inputs, request)
 
@@ -219,7 +221,7 @@ def _block(plan: BoardPlan | TeamPlan, p: PhaseRecord, text: str) -> ContextBloc
 
 
 def _board(plan: BoardPlan, phase: PhaseRecord, blocks: tuple[ContextBlock, ...],
-           hints: dict[str, Any]) -> ChatRequest:
+           hints: dict[str, Any], stopped: frozenset[str] = frozenset()) -> ChatRequest:
     mod = plan.moderator
     common = {"question": plan.question, "rounds": plan.rounds, "round": phase.round}
     hints |= {"moderator": mod.name, "round": phase.round, "rounds": plan.rounds}
@@ -240,7 +242,7 @@ def _board(plan: BoardPlan, phase: PhaseRecord, blocks: tuple[ContextBlock, ...]
         note = f" These experts did not speak this round: {', '.join(absent)} — say so." if absent else ""
         return ChatRequest(system_for(mod, moderator=True), ROUND_SUMMARY.format(absent_note=note, **common),
                            blocks, hints=hints)
-    missing = sorted({p for p in _absent_anywhere(blocks, plan)})
+    missing = sorted({p for p in _absent_anywhere(blocks, plan, stopped)})
     hints["absent"] = missing
     heading = ", and 'Missing:' naming " + ", ".join(missing) if missing else ""
     return ChatRequest(system_for(mod, moderator=True), FINAL_SUMMARY.format(missing_heading=heading, **common),
@@ -265,8 +267,10 @@ def _review(plan: BoardPlan, phase: PhaseRecord, blocks: tuple[ContextBlock, ...
     return ChatRequest(system_for(expert), prompt, tuple(answers), hints=hints)
 
 
-def _absent_anywhere(blocks: tuple[ContextBlock, ...], plan: BoardPlan) -> list[str]:
-    spoke = {b.source for b in blocks}
+def _absent_anywhere(blocks: tuple[ContextBlock, ...], plan: BoardPlan, stopped: frozenset[str]) -> list[str]:
+    """The experts who missed a turn of a round that was held (rounds an early stop skipped
+    were held by nobody)."""
+    spoke = {b.source for b in blocks} | stopped
     return [e.name for e in plan.experts
             if any(f"r{r}.{e.slug}" not in spoke for r in range(1, plan.rounds + 1))]
 

@@ -339,8 +339,10 @@ def _detail(err: Any) -> dict[str, str]:
     ctx_error = (err.get("ctx") or {}).get("error")
     if isinstance(ctx_error, _FieldError):
         return {"field": ctx_error.field, "message": ctx_error.message}
-    if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+    if err["type"] in ("union_tag_invalid", "union_tag_not_found") and len(err["loc"]) <= 1:
         return {"field": "kind", "message": "kind must be 'board' or 'team'"}
+    if err["type"] in ("union_tag_invalid", "union_tag_not_found") and list(err["loc"])[-1] == "answer":
+        return {"field": "answer.type", "message": f"type must be one of: {', '.join(ANSWER_TYPES)}"}
     loc = list(err["loc"])[1:]  # drop the "plan" wrapper
     if loc and loc[0] in ("board", "team"):
         loc = loc[1:]  # drop the discriminator tag

@@ -163,7 +163,9 @@ def decision_text(decision: Decision) -> str:
     record = decision.as_json()
     name = PROTOCOL_NAMES.get(decision.protocol, decision.protocol)
     if decision.key is None:
-        lines = [f"Decision by {name}: no answer (every expert abstained)."]
+        why = "every expert abstained" if all(b.verdict.abstained for b in decision.ballots) else \
+            "every vote given had confidence 0, and a weighted vote weighs by confidence"
+        lines = [f"Decision by {name}: no answer ({why})."]
     else:
         lines = [f"Decision by {name}: {decision.key} — score {_num(decision.candidates[0].score)}, margin "
                  f"{_num(decision.margin)}, {len(decision.candidates[0].voters)} of {len(decision.ballots)} "

@@ -149,7 +149,7 @@ def test_a_bug_in_a_phase_stores_a_generic_message_and_logs_the_details(planes: 
                                                                         caplog: Any) -> None:
     secret = "the prompt quoted card 4111-1111-1111-1111"
 
-    def broken(work: Any, model: Any = None) -> Any:
+    def broken(*_: Any) -> Any:  # prepare(work, model)
         raise RuntimeError(secret)
 
     monkeypatch.setattr(planes.runner, "prepare", broken)
