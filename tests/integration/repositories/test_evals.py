@@ -24,7 +24,7 @@ def test_an_eval_is_created_once_and_the_same_spec_returns_it(db: Database) -> N
     assert first.created and not again.created
     assert again.eval == first.eval and again.eval.spec == spec()
     assert evals.get_eval(db, "arith", tenant="acme") == first.eval
-    with pytest.raises(Conflict, match="already exists with a different spec .*items"):
+    with pytest.raises(Conflict, match=r"already exists with a different spec .*items"):
         evals.create_eval(db, name="arith", spec=spec(items=3), tenant="acme")
     assert evals.get_eval(db, "arith", tenant="acme").spec == spec()  # unchanged
 
