@@ -1,9 +1,8 @@
-"""The pure parts of ``conclave eval``: how a panel of experts deciding by a vote is measured
-against one model and against self-consistency (one model sampled n times, majority vote).
+"""``conclave eval``: how a panel of experts deciding by a vote is measured against one model
+and against self-consistency (one model sampled n times, majority vote).
 
-Nothing here touches Celery, the database or another orchestrator package, and nothing needs
-more than the standard library, so a report can be recomputed from stored answers anywhere.
-One module per idea; this package imports none of them.
+The pure parts need nothing but the standard library, so a report can be recomputed from
+stored answers anywhere:
 
 - :mod:`.statistics` — intervals and tests on measured answers: Wilson intervals, the exact
   McNemar test on paired items, the effective number of independent votes, flip rates
@@ -13,5 +12,20 @@ One module per idea; this package imports none of them.
 - :mod:`.datasets` — the JSONL item format (:func:`~.datasets.load_items`,
   :func:`~.datasets.dump_items`) and the seeded arithmetic generator whose question text
   the simulated solver parses (:func:`~.datasets.generate`,
-  :func:`~.datasets.evaluate_expression`).
+  :func:`~.datasets.evaluate_expression`);
+- :mod:`.outcomes` — :class:`~.outcomes.ItemOutcome`, what one item of one arm came to: the
+  contract between the harness and the report.
+
+The harness sits above the client (it reaches the deployment only through the
+:class:`~orchestrator.client.conclave.Conclave` facade, embedded, cluster or HTTP alike):
+
+- :mod:`.spec` — the eval spec a user writes, and the record resolved from it that the
+  database keeps (items, arms, each arm's plan template);
+- :mod:`.arms` — each arm's plan of an item (task id, labels, answer), and self-consistency's n;
+- :mod:`.scoring` — whether an answer is right (exact, numeric, a judge's grade);
+- :mod:`.harness` — running an eval as durable plans, resumable; :mod:`.progress` shows it;
+- :mod:`.collect` — the outcomes read back from the stored plans alone;
+- :mod:`.accuracy`, :mod:`.commands` — the accuracy table and ``compare``, and the commands.
+
+One module per idea; this package imports none of them.
 """

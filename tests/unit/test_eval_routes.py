@@ -115,7 +115,8 @@ def test_a_wrong_record_is_a_422_naming_the_field(api: dict[str, Any], tmp_path:
         ({"name": "arith", "spec": record, "extra": 1}, "extra"),
         ({"name": "Not A Name", "spec": record}, "name"),
         ({"name": "arith", "spec": {**record, "items": []}}, "spec.items"),
-        ({"name": "arith", "spec": {**record, "items": [{"id": "q", "question": "?", "answer": "x"}]}}, "spec.items[0]"),
+        ({"name": "arith", "spec": {**record, "items": [{"id": "q", "question": "?", "answer": "x"}]}},
+         "spec.items[0]"),
         ({"name": "arith", "spec": {k: v for k, v in record.items() if k != "arms"}}, "spec.arms"),
         ({"name": "other", "spec": record}, "name"),  # the record is another eval's
         ({"name": "arith", "spec": {**record, "arms": [{**record["arms"][0], "plan": {
