@@ -10,9 +10,11 @@ reads what each came to (:mod:`.collect`). Nothing is kept only in this process:
   a plan it finds still running (its worker died with the last run) is resumed;
 - before a new eval's record is stored, the first plan of each arm is submitted, so a plan the
   deployment refuses (a model it does not run) is reported before the name is taken;
-- ``self_consistency`` with ``n: auto`` is sized when its first plan is due, from the panel's
-  tokens per item measured on the panel's items finished by then (at least 3 samples, odd), and
-  a resumed eval reads n back from the plans already stored;
+- ``self_consistency`` with ``n: auto`` is sized when its first plan is due: the panel's tokens
+  per item, measured on the panel's items finished by then, over one sample's (the ``single``
+  arm's tokens per item when it runs the same model, else the panel's first drafts: a team's
+  expert phases, a board's first round) — at least 3 samples, odd; a resumed eval reads n back
+  from the plans already stored;
 - free-text scoring submits a judge plan per item and distinct answer as the answers arrive.
 
 Submissions refused for the tenant's submit rate or its active-plan cap wait and retry.
@@ -298,8 +300,10 @@ class Harness:
             calls = [v.usage.total_tokens for (arm, _), v in self.views.items()
                      if arm == "single" and v.status == PlanStatus.COMPLETED and v.usage.total_tokens > 0]
             per_sample = sum(calls) / len(calls) if calls else None
-        if per_sample is None and measured:
-            per_sample = sum(v.usage.total_tokens / max(1, v.usage.calls) for v in measured) / len(measured)
+        if per_sample is None:  # the panel's independent first drafts: a sample's closest kin
+            drafts = [p.usage.total_tokens for v in measured for p in v.phases if p.usage.total_tokens > 0
+                      and (p.kind == "expert" or (p.kind == "turn" and p.round == 1))]
+            per_sample = sum(drafts) / len(drafts) if drafts else None
         per_item = sum(v.usage.total_tokens for v in measured) / len(measured) if measured else 0
         self.samples = arms.choose_samples(per_item / per_sample if per_sample else 0.0)
         return True

@@ -129,35 +129,38 @@ def test_a_small_eval_stores_every_plan_and_its_outcomes_are_the_stored_decision
     assert collect(Conclave(backend=PlanesBackend(planes)), record) == result.outcomes
 
 
-def test_running_an_eval_again_runs_nothing_and_spends_nothing(planes: Planes, eval_spec: Path) -> None:
-    first = run(planes, eval_spec)
+def test_running_an_eval_again_runs_nothing_and_spends_nothing(planes: Planes, tmp_path: Path) -> None:
+    path = spec_file(tmp_path, generate={"n": 20, "options": 2, "seed": 7})
+    first = run(planes, path)
     plans, usage = stored_plans(planes), usage_rows(planes)
-    again = run(planes, eval_spec)
+    assert len(plans) == 60 and usage
+    again = run(planes, path)
     assert stored_plans(planes) == plans and usage_rows(planes) == usage  # no new plan, no new usage row
-    assert again.submitted == 0 and again.reused == 90 and not again.created
+    assert again.submitted == 0 and again.reused == 60 and not again.created
     assert again.outcomes == first.outcomes
 
 
 def test_an_interrupted_eval_goes_on_where_it_stopped_and_reruns_nothing_that_finished(
-        planes: Planes, eval_spec: Path) -> None:
+        planes: Planes, tmp_path: Path) -> None:
+    eval_spec = spec_file(tmp_path, generate={"n": 20, "options": 2, "seed": 7})
     with pytest.raises(Crash):
-        run(planes, eval_spec, crash_after=40)
+        run(planes, eval_spec, crash_after=23)  # in the middle of a round of submissions
     planes.dispatcher.take()  # what was sent for the plans still running died with the process
     before = stored_plans(planes)
     finished = {tid: v for tid, v in before.items() if v[1] == "completed"}
     waiting = {tid: v for tid, v in before.items() if v[1] == "running"}
-    assert len(before) == 40 and finished and waiting
+    assert len(before) == 23 and finished and waiting
     spent = {tid: [u for u in usage_rows(planes) if u[0] == v[0]] for tid, v in finished.items()}
     attempts = {tid: [p.attempt for p in planes.state(v[0]).phases] for tid, v in finished.items()}
 
     result = run(planes, eval_spec)
     after = stored_plans(planes)
-    assert len(after) == 90 and all(v[1] == "completed" for v in after.values())
+    assert len(after) == 60 and all(v[1] == "completed" for v in after.values())
     assert {tid: after[tid][0] for tid in before} == {tid: v[0] for tid, v in before.items()}  # the same plans
     for tid, (plan_id, _, _) in finished.items():  # not run again: not one more call, not one more attempt
         assert [u for u in usage_rows(planes) if u[0] == plan_id] == spent[tid]
         assert [p.attempt for p in planes.state(plan_id).phases] == attempts[tid]
-    assert result.submitted == 50 and result.reused == len(finished) and len(result.outcomes) == 90
+    assert result.submitted == 37 and result.reused == len(finished) and len(result.outcomes) == 60
     assert [e.type for e in planes.events(next(iter(waiting.values()))[0])].count("resume_requested") == 1
 
 
@@ -196,6 +199,11 @@ def test_self_consistency_sized_auto_matches_the_panel_s_tokens_and_keeps_its_n_
     assert abs(sum(o.tokens for o in sc) / len(sc) - sum(panel) / len(panel)) < 0.2 * sum(panel) / len(panel)
     again = run(planes, path)
     assert again.samples == 3 and again.submitted == 0
+    alone = tmp_path / "alone"  # no single arm: one sample costs what one of the panel's first drafts costs
+    alone.mkdir()
+    path = spec_file(alone, name="alone", generate={"n": 4, "options": 2, "seed": 7},
+                     baselines={"self_consistency": {"model": "solver", "n": "auto"}})
+    assert run(planes, path).samples == 3
 
 
 def test_free_text_is_graded_by_one_judge_plan_per_item_and_answer(planes: Planes, tmp_path: Path) -> None:
