@@ -50,6 +50,7 @@ from storage.status import PlanStatus
 
 IN_FLIGHT = 32
 AUTO_PROBE = 10  # panel items measured before self-consistency's n is chosen
+SHOW_EVERY = 0.25  # seconds between progress updates while finished plans are read back
 
 
 @dataclass
@@ -127,6 +128,7 @@ class Harness:
         self._asked: set[tuple[str, str]] = set()  # judged, or a judge plan on its way
         self.created_plans = 0
         self.note = ""
+        self._shown_at = 0.0
 
     # ------------------------------------------------------------------ the run
 
@@ -188,6 +190,8 @@ class Harness:
                 self._running[self._submit(work)] = work
             elif known["status"] != PlanStatus.RUNNING:
                 self._finished(work, self.conclave.get(known["id"]), reused=True)
+                if time.monotonic() - self._shown_at > SHOW_EVERY:  # reading a long finished run back
+                    self._show()
             else:  # its last run stopped: whatever was sent for it may be lost with that run's worker
                 try:
                     self.conclave.resume(known["id"])
@@ -311,6 +315,7 @@ class Harness:
     # ------------------------------------------------------------------ progress
 
     def _show(self) -> None:
+        self._shown_at = time.monotonic()
         for stats in self.stats.values():
             stats.running = 0
             stats.correct = 0
