@@ -27,8 +27,11 @@ from orchestrator import tracing
 from orchestrator.briefing.documents import CitationView
 from orchestrator.core.errors import (
     ConclaveError,
+    EvalConflict,
+    EvalNotFound,
     Forbidden,
     InvalidConfiguration,
+    InvalidEval,
     InvalidPlan,
     InvalidRequest,
     NotReady,
@@ -47,7 +50,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT = {PlanStatus.COMPLETED: 0, PlanStatus.CANCELLED: 130}
 err = Console(stderr=True, soft_wrap=True)
 #: Errors of what the user gave (a plan, an id, a setting, a token): exit 2.
-INPUT_ERRORS = (InvalidPlan, PlanNotFound, InvalidConfiguration, InvalidRequest, Unauthorized, Forbidden)
+INPUT_ERRORS = (InvalidPlan, PlanNotFound, InvalidConfiguration, InvalidRequest, Unauthorized, Forbidden, InvalidEval,
+                EvalNotFound, EvalConflict)
 
 
 def _settings() -> Settings:
@@ -519,6 +523,17 @@ def tokens_revoke(principal_id: str) -> None:
     finally:
         db.dispose()
     click.echo(f"revoked {record.id} ({record.name}, tenant {record.tenant})")
+
+
+def _eval_commands() -> click.Group:
+    """``conclave eval``: its commands live with the evaluation (the glue is this module's)."""
+    from orchestrator.evaluation.commands import CliGlue, eval_group
+
+    return eval_group(CliGlue(settings=_settings, client=_client, errors=_errors, remote=_remote,
+                              configure=configure))
+
+
+cli.add_command(_eval_commands())
 
 
 def main() -> None:

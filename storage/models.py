@@ -246,6 +246,24 @@ class Chunk(Base):
     tokens: Mapped[int] = mapped_column(Integer)  # estimated
 
 
+class EvalRow(Base):
+    """An evaluation (``conclave eval``): its resolved spec — the items, the arms and each arm's
+    plan template — stored once, so its report can be rebuilt from the database alone. The
+    eval's plans are ordinary plans, labelled ``eval=<name>``; ``name`` is unique per tenant."""
+
+    __tablename__ = "evals"
+    __table_args__ = (
+        UniqueConstraint("tenant", "name", name="uq_evals_tenant_name"),
+        Index("ix_evals_tenant_created_at", "tenant", "created_at", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(64))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class FleetState(Base):
     """A fleet-wide mark, one row per name (:mod:`storage.retention`): ``at`` is a moment,
     ``ref`` an id beside it (a keyset watermark is the pair)."""

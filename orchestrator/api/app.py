@@ -4,7 +4,7 @@ It owns a :class:`~orchestrator.client.local.LocalBackend` (the coordinator and 
 for its lifetime (built at startup, closed at shutdown) unless one is given, installs the JSON error
 handlers (:mod:`orchestrator.api.error_responses`), the principal check
 (:mod:`orchestrator.api.auth`), the routes (:mod:`orchestrator.api.plan_routes`,
-:mod:`orchestrator.api.ops`, the plan page :mod:`orchestrator.api.ui`) and the
+:mod:`orchestrator.api.eval_routes`, :mod:`orchestrator.api.ops`, the plan page :mod:`orchestrator.api.ui`) and the
 published contract at ``/openapi.json`` and ``/docs`` (:mod:`orchestrator.api.schemas`).
 """
 
@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from orchestrator import tracing
 from orchestrator.api.auth import Authenticate
 from orchestrator.api.error_responses import CatchAll, install_error_handlers
+from orchestrator.api.eval_routes import evals_router
 from orchestrator.api.events import EventStreams
 from orchestrator.api.feed import open_feed
 from orchestrator.api.ops import router as ops_router
@@ -71,6 +72,7 @@ def create_app(settings: Settings, *, local: LocalBackend | None = None) -> Fast
     app.add_middleware(Authenticate, settings=settings)
     app.add_middleware(CatchAll)  # added last: outermost
     app.include_router(plans_router(settings))
+    app.include_router(evals_router())
     app.include_router(ops_router)
     app.include_router(ui_router(settings))
     return app

@@ -134,13 +134,13 @@ def document_type(request: Request) -> str:
     return kind
 
 
-def parse_document(body: bytes, kind: str, *, max_bytes: int) -> Any:
+def parse_document(body: bytes, kind: str, *, max_bytes: int, max_nodes: int = MAX_NODES) -> Any:
     """Parse a JSON or YAML body (``kind`` from :func:`document_type`) into plain JSON values."""
     if not body.strip():
         raise MalformedBody("the body is empty", details=field_error("body", "empty"))
     text = decode(body)
     data = _parse_json(text) if kind in JSON_TYPES else _parse_yaml(text)
-    return plain(data, max_chars=2 * max_bytes)
+    return plain(data, max_chars=2 * max_bytes, max_nodes=max_nodes)
 
 
 def parse_json_object(body: bytes, kind: str | None) -> dict[str, Any]:
@@ -196,13 +196,13 @@ def _parse_yaml(text: str) -> Any:
 # ------------------------------------------------------------------ JSON values only
 
 
-def plain(data: Any, *, max_chars: int) -> Any:
+def plain(data: Any, *, max_chars: int, max_nodes: int = MAX_NODES) -> Any:
     """``data`` as plain JSON values, or :class:`InvalidRequest` naming the first bad field.
 
     Iterative (no recursion limit to hit) and bounded: YAML aliases are followed, so a
-    document that expands beyond ``max_chars`` or :data:`MAX_NODES` values is refused.
+    document that expands beyond ``max_chars`` or ``max_nodes`` (:data:`MAX_NODES`) values is refused.
     """
-    budget = [MAX_NODES, max_chars]
+    budget = [max_nodes, max_chars]
 
     def spend(field: str, chars: int) -> None:
         budget[0] -= 1

@@ -14,7 +14,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from orchestrator.briefing.documents import CitationView, DocumentSummary
 from orchestrator.plan.schema import PlanSpec, PlanUpdate
@@ -73,6 +73,45 @@ class PlanPage(BaseModel):
     next_cursor: str | None = Field(description="pass as `cursor` for the next page; null on the last page")
 
 
+class EvalView(BaseModel):
+    id: str
+    tenant: str
+    name: str
+    spec: dict[str, Any] = Field(description="the eval's record: its spec, items, arms and each arm's plan template")
+    created_at: str
+
+
+class EvalStored(EvalView):
+    created: bool = Field(description="false: this name already held this same record")
+
+
+class EvalListed(BaseModel):
+    id: str
+    tenant: str
+    name: str
+    created_at: str
+
+
+class EvalList(BaseModel):
+    evals: list[EvalListed] = Field(description="newest first")
+
+
+class EvalBody(BaseModel):
+    """``POST /v1/evals``: an eval's name and its record (``conclave eval run`` builds it)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(description="1-59 lower-case letters, digits, `_` or `-`")
+    spec: dict[str, Any] = Field(description="the resolved record: format, name, limit, spec, scoring, items, "
+                                             "arms, judge")
+
+
+EVAL_BODY = {
+    "required": True,
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/EvalBody"}}},
+}
+
+
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The ``responses`` entry of a route for its error statuses: every error is JSON,
     whatever the route's own media type."""
@@ -121,7 +160,8 @@ def install_openapi(app: FastAPI) -> None:
         components.update(ErrorResponse.model_json_schema(ref_template="#/components/schemas/{model}").pop("$defs"))
         components["ErrorResponse"] = ErrorResponse.model_json_schema(ref_template="#/components/schemas/{model}")
         components["ErrorResponse"].pop("$defs", None)
-        for name, adapter in (("Plan", TypeAdapter(PlanSpec)), ("PlanUpdate", TypeAdapter(PlanUpdate))):
+        for name, adapter in (("Plan", TypeAdapter(PlanSpec)), ("PlanUpdate", TypeAdapter(PlanUpdate)),
+                              ("EvalBody", TypeAdapter(EvalBody))):
             body = adapter.json_schema(ref_template="#/components/schemas/{model}")
             components.update(body.pop("$defs", {}))
             components[name] = body

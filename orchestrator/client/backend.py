@@ -21,6 +21,7 @@ from orchestrator.core.bus import Subscription
 from orchestrator.core.settings import Settings
 from orchestrator.plan.schema import BoardPlan, TeamPlan
 from orchestrator.plan.views import PlanView
+from storage.evals import EvalCreated, EvalRecord, EvalSummary
 from storage.read_models import EventRecord
 
 PlanSource = str | Path | dict[str, Any] | BoardPlan | TeamPlan
@@ -58,5 +59,11 @@ class ConclaveBackend(Protocol):
     def watch(self, plan_id: str, after: int = 0) -> Iterator[dict[str, Any]]: ...
 
     def subscribe(self, plan_id: str) -> Subscription: ...
+
+    def create_eval(self, name: str, spec: dict[str, Any]) -> EvalCreated: ...
+
+    def get_eval(self, name: str) -> EvalRecord: ...
+
+    def list_evals(self, *, limit: int = 100) -> list[EvalSummary]: ...
 
     def close(self) -> None: ...

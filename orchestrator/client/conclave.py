@@ -33,6 +33,7 @@ from orchestrator.core.errors import InvalidConfiguration
 from orchestrator.core.settings import Settings
 from orchestrator.plan.views import PlanView, wait_final
 from storage import Database
+from storage.evals import EvalCreated, EvalRecord, EvalSummary
 from storage.read_models import EventRecord
 
 
@@ -171,6 +172,20 @@ class Conclave:
         """Live messages (text chunks, phase transitions) behind ``get(timeout)`` /
         ``close()`` — may miss some; stored events (:meth:`events`) are the record."""
         return self.backend.subscribe(plan_id)
+
+    def create_eval(self, name: str, spec: dict[str, Any]) -> EvalCreated:
+        """Store an eval's record (its resolved spec: :func:`orchestrator.evaluation.spec.resolve`)
+        under ``name``, or return the stored one when it is the same (``created`` False);
+        :class:`~orchestrator.core.errors.EvalConflict` when the name holds another spec."""
+        return self.backend.create_eval(name, spec)
+
+    def get_eval(self, name: str) -> EvalRecord:
+        """The eval stored under ``name``; :class:`~orchestrator.core.errors.EvalNotFound`."""
+        return self.backend.get_eval(name)
+
+    def list_evals(self, *, limit: int = 100) -> list[EvalSummary]:
+        """The evals in reach, newest first (no specs: :meth:`get_eval` has them)."""
+        return self.backend.list_evals(limit=limit)
 
     def close(self) -> None:
         self.backend.close()

@@ -23,6 +23,7 @@ from orchestrator.client.backend import PlanSource
 from orchestrator.client.local_briefing import load_local_plan
 from orchestrator.control.coordinator import CancelResult, Coordinator, ResumeResult, SubmitResult
 from orchestrator.control.dispatch import CeleryDispatcher
+from orchestrator.control.eval_records import EvalRecords
 from orchestrator.control.plan_query import Moment, PlanQuery, Values, page_dict
 from orchestrator.control.reads import PlanReads
 from orchestrator.core.bus import Bus, Subscription, open_bus
@@ -31,6 +32,7 @@ from orchestrator.core.settings import Settings
 from orchestrator.fleet.celery_app import Shared, build_app, share
 from orchestrator.plan.views import PlanView
 from storage import Database, connect, upgrade
+from storage.evals import EvalCreated, EvalRecord, EvalSummary
 from storage.read_models import EventRecord
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,7 @@ class LocalBackend:
         self.bus = bus = bus or open_bus(settings.redis_url)
         self.coordinator = Coordinator(self.db, settings, CeleryDispatcher(self.app), bus)
         self.reads = PlanReads(self.db)
+        self.evals = EvalRecords(self.db)
         # a worker running in this process (embedded mode) shares these instead of
         # building its own: see orchestrator.fleet.celery_app.Shared
         self._shared = Shared(settings, self.db, bus, self.coordinator)
@@ -148,6 +151,15 @@ class LocalBackend:
 
     def subscribe(self, plan_id: str) -> Subscription:
         return self.bus.subscribe(plan_id)
+
+    def create_eval(self, name: str, spec: dict[str, Any]) -> EvalCreated:
+        return self.evals.create(name, spec)
+
+    def get_eval(self, name: str) -> EvalRecord:
+        return self.evals.get(name)
+
+    def list_evals(self, *, limit: int = 100) -> list[EvalSummary]:
+        return self.evals.list_evals(limit=limit)
 
     def close(self) -> None:
         if self._embedded is not None:

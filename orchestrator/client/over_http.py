@@ -63,6 +63,7 @@ from orchestrator.core.settings import Settings
 from orchestrator.gateway.providers.sse import SSEDecoder, SSEEvent
 from orchestrator.plan.schema import dump_plan
 from orchestrator.plan.views import PhaseView, PlanView, UsageView
+from storage.evals import EvalCreated, EvalRecord, EvalSummary
 from storage.read_models import EventRecord
 from storage.status import PhaseStatus, PlanStatus
 
@@ -198,6 +199,20 @@ class HttpBackend:
         with self._lock:
             self._subscriptions.add(sub)
         return sub
+
+    def create_eval(self, name: str, spec: dict[str, Any]) -> EvalCreated:
+        body = self._json("POST", "/v1/evals", json={"name": name, "spec": spec})
+        return self._read(lambda: EvalCreated(eval_record(body), bool(body["created"])))
+
+    def get_eval(self, name: str) -> EvalRecord:
+        body = self._json("GET", f"/v1/evals/{quote(name, safe='')}")
+        return self._read(lambda: eval_record(body))
+
+    def list_evals(self, *, limit: int = 100) -> list[EvalSummary]:
+        body = self._json("GET", "/v1/evals", params={"limit": limit})
+        return self._read(lambda: [EvalSummary(id=str(e["id"]), tenant=str(e["tenant"]), name=str(e["name"]),
+                                               created_at=datetime.fromisoformat(e["created_at"]))
+                                   for e in body["evals"]])
 
     def close(self) -> None:
         with self._lock:
@@ -402,6 +417,14 @@ def event_record(plan_id: str, message: dict[str, Any]) -> EventRecord:
     """The stored event a stream message carries."""
     return EventRecord(id=int(message["id"]), plan_id=plan_id, phase_key=message["phase"], type=str(message["type"]),
                        data=dict(message["data"]), created_at=datetime.fromisoformat(message["created_at"]))
+
+
+def eval_record(data: dict[str, Any]) -> EvalRecord:
+    """The :class:`EvalRecord` whose ``to_dict()`` is ``data`` (``GET /v1/evals/{name}``)."""
+    if not isinstance(data.get("spec"), dict):
+        raise TypeError("spec is not an object")
+    return EvalRecord(id=str(data["id"]), tenant=str(data["tenant"]), name=str(data["name"]), spec=data["spec"],
+                      created_at=datetime.fromisoformat(data["created_at"]))
 
 
 def _usage(data: dict[str, Any]) -> UsageView:

@@ -12,6 +12,9 @@
     │   └── SubmitRateLimited     plan.rate_limited       429            (``retry_after`` seconds)
     ├── ServiceUnavailable        service.unavailable     503 / exit 1
     ├── WaitTimeout               plan.wait_timeout       408 / exit 1
+    ├── InvalidEval               eval.invalid            422 / exit 2   (names the spec's field)
+    ├── EvalNotFound              eval.not_found          404 / exit 2
+    ├── EvalConflict              eval.conflict           409 / exit 2   (the name holds another spec)
     ├── InvalidRequest            request.invalid         422            (HTTP: names the field)
     │   ├── MalformedBody         request.malformed       400
     │   ├── BodyTooLarge          request.too_large       413
@@ -106,6 +109,25 @@ class DocumentNotFound(PlanNotFound):
 
 class NotReady(PlanConflict):
     code = "plan.not_ready"
+
+
+class InvalidEval(ConclaveError):
+    """An eval spec (``conclave eval``) that cannot run; ``details`` names the field."""
+
+    code = "eval.invalid"
+    http_status = 422
+
+
+class EvalNotFound(ConclaveError):
+    code = "eval.not_found"
+    http_status = 404
+
+
+class EvalConflict(ConclaveError):
+    """The eval's name is taken by an eval with another spec."""
+
+    code = "eval.conflict"
+    http_status = 409
 
 
 class ServiceUnavailable(ConclaveError):

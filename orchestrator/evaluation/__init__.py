@@ -1,9 +1,8 @@
-"""The pure parts of ``conclave eval``: how a panel of experts deciding by a vote is measured
-against one model and against self-consistency (one model sampled n times, majority vote).
+"""``conclave eval``: how a panel of experts deciding by a vote is measured against one model
+and against self-consistency (one model sampled n times, majority vote).
 
-Nothing here touches Celery, the database or another orchestrator package, and nothing needs
-more than the standard library, so a report can be recomputed from stored answers anywhere.
-One module per idea; this package imports none of them.
+The pure parts need nothing but the standard library, so a report can be recomputed from
+stored answers anywhere:
 
 - :mod:`.statistics` — intervals and tests on measured answers: Wilson intervals, the exact
   McNemar test on paired items, the effective number of independent votes, flip rates
@@ -19,4 +18,17 @@ One module per idea; this package imports none of them.
   record and outcomes (the input contract is its docstring), its values in :mod:`.figures`,
   its terminal tables in :mod:`.report_text` (over :mod:`.tables`);
 - :mod:`.comparison` — :func:`~.comparison.compare_reports`: two runs, arm by arm.
+
+The harness sits above the client (it reaches the deployment only through the
+:class:`~orchestrator.client.conclave.Conclave` facade, embedded, cluster or HTTP alike):
+
+- :mod:`.spec` — the eval spec a user writes, and the record resolved from it that the
+  database keeps (items, arms, each arm's plan template);
+- :mod:`.arms` — each arm's plan of an item (task id, labels, answer), and self-consistency's n;
+- :mod:`.scoring` — whether an answer is right (exact, numeric, a judge's grade);
+- :mod:`.harness` — running an eval as durable plans, resumable; :mod:`.progress` shows it;
+- :mod:`.collect` — the outcomes read back from the stored plans alone;
+- :mod:`.commands` — ``conclave eval run | report | compare``.
+
+One module per idea; this package imports none of them.
 """

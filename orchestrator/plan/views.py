@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from orchestrator.core.errors import WaitTimeout
+from storage.phases import EARLY_STOP
 from storage.plans import PlanState
 from storage.read_models import UsageRecord
 from storage.status import PHASE_FINAL, PhaseStatus, PlanStatus
@@ -113,9 +114,6 @@ def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
                 for ph in state.phases],
         decision=decision_of(state), early_stop=early_stop_of(state), warnings=panel_warnings(p.spec),
     )
-
-
-EARLY_STOP = "plan.early_stop"  # storage.phases.EARLY_STOP, the code of a phase an agreement skipped
 
 
 def early_stop_of(state: PlanState) -> dict[str, Any] | None:
