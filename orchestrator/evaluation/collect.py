@@ -158,7 +158,7 @@ def _voting_models(plan: dict[str, Any]) -> list[dict[str, Any]]:
 def _simulation(plan: dict[str, Any], choices: set[int]) -> dict[str, Any] | None:
     solvers: list[dict[str, Any]] = []
     for config in _voting_models(plan):
-        solver = (config.get("options") or {}).get("solver") if config.get("provider") == "offline" else None
+        solver = (config.get("options") or {}).get("solver") if config.get("provider", "offline") == "offline" else None
         if not isinstance(solver, dict):
             return None
         solvers.append(solver)

@@ -33,7 +33,7 @@ item in one arm raise :class:`InvalidReportInput`, naming what is wrong.
 not complete counts as a wrong answer), tokens in all, per item and per correct answer, failed
 and cancelled plans. Every non-baseline arm is paired with every baseline arm on the items both
 have: the 2 x 2 table, the accuracy difference (arm minus baseline) and the exact McNemar
-p-value. An arm whose outcomes have ``rounds`` (a panel, or samples recorded as one round) gets
+p-value. An arm (but ``single``) whose outcomes have ``rounds`` (a panel, or samples recorded as one round) gets
 the panel figures: how often the right answer was present and lost; right→wrong and
 wrong→right flips for each pair of consecutive rounds, over every expert present in both
 (pooled, with Wilson intervals widened by the clustering of the experts in an item, and per
@@ -222,7 +222,7 @@ def _arm(spec: ArmSpec, outcomes: list[ItemOutcome]) -> ArmFigures:
         spec=spec, items=len(outcomes), correct=correct, tokens=sum(o.tokens for o in outcomes),
         failed=sum(1 for o in outcomes if o.status == "failed"),
         cancelled=sum(1 for o in outcomes if o.status == "cancelled"),
-        panel=_panel(outcomes), theory=None)
+        panel=None if spec.kind == "single" else _panel(outcomes), theory=None)  # one voter deliberates nothing
     if spec.simulation is None:
         return figures
     return replace(figures, theory=_theory(spec, spec.simulation, figures))

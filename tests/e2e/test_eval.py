@@ -5,8 +5,9 @@ database says what the run said, and a second run runs nothing."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import ROOT
 from tests.e2e.test_cli import run_cli
@@ -15,12 +16,12 @@ SPEC = str(ROOT / "examples" / "eval" / "arithmetic.yaml")
 
 
 def rows(table: str) -> dict[str, list[str]]:
-    """The report table's rows by arm (the stand-in report: items, correct, accuracy, …)."""
-    found = {}
-    for line in table.splitlines():
-        cells = re.split(r"\s{2,}", line.strip())
+    """The report's first table (one row per arm: kind, items, right, accuracy, interval, …), by arm."""
+    found: dict[str, list[str]] = {}
+    for line in table.split("\n\n")[0].splitlines():
+        cells = line.split()
         if cells and cells[0] in ("panel", "single", "self_consistency"):
-            found[cells[0]] = cells[1:]
+            found[cells[0]] = [c for c in cells[1:] if c != "*"]
     return found
 
 
@@ -30,7 +31,8 @@ def test_an_eval_runs_embedded_prints_its_report_and_the_report_is_rebuilt_from_
     assert "Traceback" not in out.stderr
     printed = rows(out.stdout)
     assert set(printed) == {"panel", "single", "self_consistency"}, out.stdout
-    assert all(cells[0] == "40" for cells in printed.values())  # every item of every arm
+    assert all(cells[1] == "40" for cells in printed.values()), out.stdout  # every item of every arm
+    assert all(cells[-1] in ("in", "out") for cells in printed.values()), out.stdout  # theory beside each
     assert "120 plan(s) submitted by this run, 0 found finished" in out.stderr
     assert "self_consistency: 5 samples" in out.stderr
 
@@ -44,7 +46,10 @@ def test_an_eval_runs_embedded_prints_its_report_and_the_report_is_rebuilt_from_
     as_json = json.loads(again.stdout)
     reported = json.loads(run_cli(["eval", "report", "arithmetic", "--json"], tmp_path).stdout)
     assert as_json == reported
-    assert {a["arm"]: a["items"] for a in as_json["arms"]} == {"panel": 40, "single": 40, "self_consistency": 40}
+    assert {a["name"]: a["items"] for a in as_json["arms"]} == {"panel": 40, "single": 40, "self_consistency": 40}
+    theory = {a["name"]: a["theory"]["accuracy"] for a in as_json["arms"]}
+    assert theory == {"panel": pytest.approx(0.83692, abs=1e-5), "single": pytest.approx(0.7),
+                      "self_consistency": pytest.approx(0.83692, abs=1e-5)}
 
     compared = run_cli(["eval", "compare", "arithmetic", "arithmetic", "--json"], tmp_path)
     assert compared.returncode == 0 and all(r["difference"] == 0 for r in json.loads(compared.stdout)["arms"])
