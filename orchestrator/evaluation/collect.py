@@ -12,18 +12,45 @@ record and the plans labelled ``eval=<name>`` — which is what ``conclave eval 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
-from orchestrator.client.conclave import Conclave
+from orchestrator.control.plan_query import PlanQuery, page_dict
+from orchestrator.control.reads import PlanReads
 from orchestrator.evaluation import arms
 from orchestrator.evaluation.outcomes import Answer, ItemOutcome
 from orchestrator.evaluation.scoring import Scorer, judge_key
 from orchestrator.plan.views import PlanView
 from storage.evals import EvalRecord
+from storage.identity import Principal
 from storage.phases import EARLY_STOP
 from storage.status import PhaseStatus, PlanStatus
 
 PAGE = 200
+
+
+class Plans(Protocol):
+    """Where the outcomes are read from: the :class:`~orchestrator.client.conclave.Conclave`
+    facade, or the plan page's reads as the signed-in caller (:class:`CallerPlans`)."""
+
+    def list_plans(self, *, label: Any = None, limit: int | None = None,
+                   cursor: str | None = None) -> dict[str, Any]: ...
+
+    def get(self, plan_id: str) -> PlanView: ...
+
+
+class CallerPlans:
+    """The plans one principal may see, read in process (the UI's eval page): another tenant's
+    plans are not in reach, as over HTTP."""
+
+    def __init__(self, reads: PlanReads, principal: Principal | None) -> None:
+        self.reads, self.principal = reads, principal
+
+    def list_plans(self, *, label: Any = None, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+        query = PlanQuery.check(label=label, limit=limit, cursor=cursor)
+        return page_dict(self.reads.list_plans(principal=self.principal, **query.as_filters()))
+
+    def get(self, plan_id: str) -> PlanView:
+        return self.reads.view(plan_id, principal=self.principal)
 
 
 def rounds_of(view: PlanView) -> list[dict[str, Answer]]:
@@ -82,7 +109,7 @@ def outcome_of(record: dict[str, Any], arm: dict[str, Any], item: dict[str, Any]
     )
 
 
-def eval_plans(conclave: Conclave, stored: EvalRecord, *, arm: str | None = None) -> Iterator[dict[str, Any]]:
+def eval_plans(conclave: Plans, stored: EvalRecord, *, arm: str | None = None) -> Iterator[dict[str, Any]]:
     """The summaries of the eval's plans (of one arm), in the eval's tenant, every page."""
     wanted = arms.labels(stored.name, arm) if arm else [f"eval={stored.name}"]
     cursor = None
@@ -96,7 +123,7 @@ def eval_plans(conclave: Conclave, stored: EvalRecord, *, arm: str | None = None
             return
 
 
-def collect(conclave: Conclave, stored: EvalRecord) -> list[ItemOutcome]:
+def collect(conclave: Plans, stored: EvalRecord) -> list[ItemOutcome]:
     """Every finished item of every arm, in the record's order (arms, then items): from the
     stored plans alone. Judge plans (free-text scoring) grade the answers they were asked about."""
     record = stored.spec

@@ -18,7 +18,8 @@ from orchestrator.api.ui.html import page
 from orchestrator.core.errors import InvalidRequest
 
 MAX_FORM = 4096
-_NEXT = re.compile(r"^/ui/(?:plans/[A-Za-z0-9_.:\-]{1,200})?(?:\?cursor=[A-Za-z0-9_\-%=]{1,300})?$")
+_NEXT = re.compile(r"^/ui/(?:plans/[A-Za-z0-9_.:\-]{1,200}|evals/[a-z0-9][a-z0-9_-]{0,58})?"
+                   r"(?:\?cursor=[A-Za-z0-9_\-%=]{1,300})?$")
 HOME = "/ui/"
 
 

@@ -3,6 +3,7 @@
     GET  /ui/                      the caller's plans (``?cursor=`` for older ones)
     GET  /ui/plans/{id}            the live plan page (plan id or task id)
     GET  /ui/plans/{id}/live       the page's overview and graph, for its refreshes
+    GET  /ui/evals/{name}          an eval's report: tables and plots
     GET  /ui/login, POST /ui/login sign in with a token: sets the session cookie
     POST /ui/logout                sign out: clears it
     GET  /ui/static/{name}         plan.js, style.css
@@ -28,6 +29,7 @@ from starlette.concurrency import run_in_threadpool
 from orchestrator.api import inputs as inp
 from orchestrator.api import session
 from orchestrator.api.auth import Credentials
+from orchestrator.api.ui.eval_page import eval_page
 from orchestrator.api.ui.html import SECURITY_HEADERS, error_page
 from orchestrator.api.ui.login import HOME, MAX_FORM, login_page, parse_form, safe_next
 from orchestrator.api.ui.plan_list import PAGE_SIZE, listing_page
@@ -36,6 +38,7 @@ from orchestrator.api.ui.snapshot import PlanSnapshot, read_snapshot
 from orchestrator.control.reads import PlanReads
 from orchestrator.core.errors import (
     ConclaveError,
+    EvalNotFound,
     Forbidden,
     InvalidRequest,
     PlanNotFound,
@@ -43,6 +46,8 @@ from orchestrator.core.errors import (
     Unauthorized,
 )
 from orchestrator.core.settings import Settings
+from orchestrator.evaluation.collect import CallerPlans, collect, report_record
+from orchestrator.evaluation.report import build_report
 from storage.identity import READ, Principal
 from storage.listing import decode_cursor
 
@@ -113,6 +118,8 @@ def ui_router(settings: Settings) -> APIRouter:
         status = exc.http_status
         if isinstance(exc, PlanNotFound):
             title, message = "Plan not found", "There is no such plan among the plans you can see."
+        elif isinstance(exc, EvalNotFound):
+            title, message = "Eval not found", "There is no such eval among the evals you can see."
         elif isinstance(exc, InvalidRequest):
             title, message = "Not a plan id", exc.message
         elif isinstance(exc, Forbidden):
@@ -165,6 +172,19 @@ def ui_router(settings: Settings) -> APIRouter:
             return _html(live_fragment(await snapshot(request, plan_id, who)))
 
         return await render(request, build, fragment=True)
+
+    @router.get("/evals/{name}")
+    async def eval_report(name: str, request: Request) -> Response:
+        """An eval's report, rebuilt from the stored eval and its plans as the caller sees them."""
+        async def build(who: Principal | None) -> Response:
+            def read() -> str:
+                stored = request.app.state.local.evals.get(name, principal=who)
+                outcomes = collect(CallerPlans(_reads(request), who), stored)
+                return eval_page(build_report(report_record(stored, outcomes), outcomes), viewer=who, auth=auth)
+
+            return _html(await run_in_threadpool(read))
+
+        return await render(request, build)
 
     @router.get("/login")
     async def login_form(request: Request, next: str | None = None) -> Response:
