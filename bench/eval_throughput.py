@@ -1,0 +1,120 @@
+"""An eval through the fleet against the same number of plain plans, in one run: phases per
+second, and the ratio of seconds per phase (issue 19: an eval costs no more per phase than the
+hot path does).
+
+Both sides run on one Celery worker (threads, --concurrency) over the same Postgres and Redis,
+with the offline model at zero latency, at most --in-flight plans running at once:
+
+- plain: N boards of 5 experts over 2 rounds, no answer declared (14 phases each);
+- eval: ``conclave eval``'s harness over N generated items, its panel the same board deciding by
+  plurality vote (each expert's verdicts read and stored, a decision phase: 15 phases each).
+
+Usage: python bench/eval_throughput.py [--items 1000] [--in-flight 32] [--concurrency 8]
+                                       [--redis redis://127.0.0.1:6379/13]
+Needs Postgres and Redis on 127.0.0.1 (make services). Creates and drops its own database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.scratch import drop_database, new_database  # noqa: E402
+from bench.throughput import start_worker, stop  # noqa: E402
+
+REDIS = "redis://127.0.0.1:6379/13"
+EXPERTS = [{"name": n, "role": "Analyst", "model": "solver"} for n in ("Ada", "Bo", "Cy", "Di", "Ed")]
+SOLVER = {"provider": "offline", "options": {"latency": 0, "words": 60, "solver": {"skill": 0.7}}}
+
+
+def board(question: str) -> dict[str, Any]:
+    return {"kind": "board", "title": "bench panel", "question": question, "rounds": 2,
+            "moderator": {"name": "Morgan", "role": "Chair", "model": "solver"}, "experts": EXPERTS}
+
+
+def plain(client: Any, n: int, in_flight: int) -> tuple[float, int]:
+    """N plain boards, at most ``in_flight`` running: wall seconds and phases run."""
+    t0, phases, running, sent = time.perf_counter(), 0, [], 0
+    while sent < n or running:
+        while sent < n and len(running) < in_flight:
+            plan = {**board(f"What is {sent % 90 + 2} + {sent % 7 + 2}?"), "models": {"solver": SOLVER}}
+            running.append(client.submit(plan))
+            sent += 1
+        still = []
+        for plan_id in running:
+            view = client.get(plan_id)
+            if view.final:
+                assert view.status == "completed", (plan_id, view.status, view.error)
+                phases += len(view.phases)
+            else:
+                still.append(plan_id)
+        running = still
+        time.sleep(0.05)
+    return time.perf_counter() - t0, phases
+
+
+def evaluation(client: Any, n: int, in_flight: int, folder: Path) -> tuple[float, int]:
+    """The harness over N generated items, its panel the same board: wall seconds and phases."""
+    from orchestrator.evaluation.harness import Harness
+    from orchestrator.evaluation.spec import resolve
+
+    template = {**board("{question}"), "decide": "vote"}
+    (folder / "panel.yaml").write_text(yaml.safe_dump(template))
+    (folder / "bench.yaml").write_text(yaml.safe_dump({
+        "name": "bench", "generate": {"n": n, "options": 2, "seed": 0}, "plan": "panel.yaml",
+        "models": {"solver": SOLVER}, "scoring": "exact"}))
+    t0 = time.perf_counter()
+    result = Harness(client, resolve(folder / "bench.yaml"), in_flight=in_flight, poll=0.05).run()
+    wall = time.perf_counter() - t0
+    assert len(result.outcomes) == n and all(o.status == "completed" for o in result.outcomes)
+    phases = sum(len(client.get(o.plan_id).phases) for o in result.outcomes)
+    return wall, phases
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=1000)
+    parser.add_argument("--in-flight", type=int, default=32)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--redis", default=REDIS, help="a Redis database this run may flush")
+    args = parser.parse_args()
+
+    import redis
+
+    from orchestrator.client.conclave import Conclave
+    from orchestrator.core.settings import Settings
+    from storage import upgrade
+
+    name, url = new_database()
+    upgrade(url)
+    redis.Redis.from_url(args.redis).flushdb()
+    log = Path(tempfile.gettempdir()) / f"{name}.log"
+    settings = Settings(database_url=url, broker_url=args.redis, pool="threads", concurrency=args.concurrency,  # type: ignore[arg-type]
+                        allow_plan_models=True, submit_rate=0, max_active_plans=100_000)
+    worker = start_worker(settings, "threads", args.concurrency, log)
+    client = Conclave(settings, worker=False)
+    try:
+        plain_wall, plain_phases = plain(client, args.items, args.in_flight)
+        with tempfile.TemporaryDirectory() as folder:
+            eval_wall, eval_phases = evaluation(client, args.items, args.in_flight, Path(folder))
+    finally:
+        client.close()
+        stop(worker)
+        drop_database(name)
+    plain_rate, eval_rate = plain_phases / plain_wall, eval_phases / eval_wall
+    print(f"plain: {args.items} boards, {plain_phases} phases in {plain_wall:.1f}s: {plain_rate:.1f} phases/s")
+    print(f"eval:  {args.items} items, {eval_phases} phases in {eval_wall:.1f}s: {eval_rate:.1f} phases/s")
+    print(f"RATIO eval / plain plans, seconds per phase: {plain_rate / eval_rate:.2f}x (goal <= 1x the hot path's)")
+
+
+if __name__ == "__main__":
+    main()
