@@ -22,7 +22,6 @@ from orchestrator.evaluation.scoring import Scorer, judge_key
 from orchestrator.plan.views import PlanView
 from storage.evals import EvalRecord
 from storage.identity import Principal
-from storage.phases import EARLY_STOP
 from storage.status import PhaseStatus, PlanStatus
 
 PAGE = 200
@@ -95,9 +94,6 @@ def outcome_of(record: dict[str, Any], arm: dict[str, Any], item: dict[str, Any]
                scorer: Scorer) -> ItemOutcome:
     answer = answer_of(view)
     rounds = rounds_of(view)
-    early = [p for p in view.phases if p.status == PhaseStatus.SKIPPED and p.error_code == EARLY_STOP]
-    spent = [p.usage.total_tokens for p in view.phases if p.kind == "turn" and p.status == PhaseStatus.COMPLETED]
-    saved = sum(1 for p in early if p.kind == "turn") * (sum(spent) // len(spent) if spent else 0)
     plan = arm["plan"]
     return ItemOutcome(
         arm=arm["name"], item_id=str(item["id"]), expected=item["answer"], answer=answer,
@@ -105,8 +101,21 @@ def outcome_of(record: dict[str, Any], arm: dict[str, Any], item: dict[str, Any]
         tokens=view.usage.total_tokens, rounds=rounds,
         rounds_correct=[{e: scorer.grade(item, a) for e, a in r.items()} for r in rounds],
         rounds_planned=int(plan.get("rounds", 2)) if plan.get("kind") == "board" else 1,
-        early_stopped=bool(early), tokens_saved=saved,
+        early_stopped=view.early_stop is not None, tokens_saved=int((view.early_stop or {}).get("tokens_saved", 0)),
+        reviews=reviews_of(view),
     )
+
+
+def reviews_of(view: PlanView) -> list[dict[str, Any]]:
+    """Each review as stored: the reviewer, the labels shown in order, who stood behind each,
+    and the labels as ranked (best first); a review whose verdict could not be read is left out."""
+    out = []
+    for p in view.phases:
+        shown = (p.verdict or {}).get("review") if p.kind == "review" else None
+        if isinstance(shown, dict):
+            out.append({"reviewer": p.expert, "labels": shown.get("labels"), "authors": shown.get("authors"),
+                        "ranking": shown.get("ranked")})
+    return out
 
 
 def eval_plans(conclave: Plans, stored: EvalRecord, *, arm: str | None = None) -> Iterator[dict[str, Any]]:

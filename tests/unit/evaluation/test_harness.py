@@ -253,3 +253,42 @@ def test_the_commands_print_the_report_and_rebuild_it_from_the_database(planes: 
     assert commands.report(conclave, "arith", out=out2) == 0
     table = printed.getvalue()
     assert table == reported.getvalue() and all(arm in table for arm in ("panel", "single", "self_consistency"))
+
+
+BOARD = {"kind": "board", "title": "Board", "question": "Answer: {question}", "rounds": 2,
+         "moderator": {"name": "Morgan", "role": "Chair", "model": "solver"},
+         "experts": [{"name": n, "role": "Solver", "model": "solver"} for n in ("Ada", "Bo", "Cy", "Di")]}
+
+
+def test_reviews_and_early_stops_reach_the_outcomes_as_stored(planes: Planes, tmp_path: Path) -> None:
+    """A reviewed board's outcomes carry each review as stored (labels, who stood behind each,
+    the ranking), and the report counts them; an early stop's tokens saved are the view's."""
+    reviewed = {**BOARD, "rounds": 1, "review": {"anonymize": True, "exclude_self": True}}
+    (tmp_path / "panel.yaml").write_text(yaml.safe_dump(reviewed))
+    solver = {"provider": "offline", "options": {"latency": 0, "solver": {"skill": 0.6, "position_bias": 0.5}}}
+    spec = {"name": "reviewed", "generate": {"n": 8, "options": 3, "seed": 1}, "plan": "panel.yaml",
+            "decide": "borda", "models": {"solver": solver}}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    result = run(planes, tmp_path / "spec.yaml")
+    conclave = Conclave(backend=PlanesBackend(planes))
+    for o in result.outcomes:
+        view = conclave.get(o.plan_id)
+        stored = [p.verdict["review"] for p in view.phases
+                  if p.kind == "review" and p.verdict and "review" in p.verdict]
+        assert [(r["labels"], r["authors"], r["ranking"]) for r in o.reviews] == [
+            (s["labels"], s["authors"], s["ranked"]) for s in stored]
+        assert len(o.reviews) == 4 and all(r["reviewer"] not in r["authors"] for r in o.reviews)
+    report = commands.build(result.stored, result.outcomes).as_json()
+    reviews = report["arms"][0]["panel"]["reviews"]
+    assert reviews is not None and reviews["reviews"] == 8 * 4
+
+    (tmp_path / "agree.yaml").write_text(yaml.safe_dump({**BOARD, "stop_when": {"agreement": 0.75}}))
+    sure = {"provider": "offline", "options": {"latency": 0, "solver": {"skill": 1.0}}}
+    (tmp_path / "stop.yaml").write_text(yaml.safe_dump({"name": "stops", "generate": {"n": 4, "options": 2, "seed": 2},
+                                                        "plan": "agree.yaml", "decide": "vote",
+                                                        "models": {"solver": sure}}))
+    stopped = run(planes, tmp_path / "stop.yaml")
+    for o in stopped.outcomes:
+        view = conclave.get(o.plan_id)
+        assert view.early_stop is not None and o.early_stopped
+        assert o.tokens_saved == view.early_stop["tokens_saved"] > 0 and len(o.rounds) == 1
