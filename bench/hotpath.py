@@ -245,7 +245,7 @@ def where_time_goes(settings: Any, boards: int) -> tuple[dict[str, float], list[
         setattr(runner, name, timed(name, getattr(runner, name)))
     prepare = runner.prepare
 
-    def recorded(work: Any, model: str | None = None) -> Any:  # the requests of the first board, for the peer doing its work
+    def recorded(work: Any, model: str | None = None) -> Any:  # the first board's requests, for the peer's work
         spec, request = prepare(work, model)
         if len(calls_made) < 12:
             calls_made.append({
