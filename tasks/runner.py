@@ -19,7 +19,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -59,6 +59,18 @@ def as_text(result: object) -> str:
     if result is None:
         return ""
     return json.dumps(result, ensure_ascii=False, default=str, indent=2)
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A phase's answer, before it is stored: the completion, whether its verdict came from a
+    repair, and a verdict already known (a tally's record, a failed chair's stand-in) with
+    whether to record it as the decision."""
+
+    completion: Completion
+    repaired: bool = False
+    decided: dict[str, Any] | None = None
+    record_decision: bool = True
 
 
 class PhaseRunner:
@@ -112,20 +124,15 @@ class PhaseRunner:
             self.publish_text(work, next(seq), text)
 
         try:
-            if work.phase.kind == "decision":
-                return self.record_decision(work)
-            decided = self.decide_without_model(work)  # e.g. a lexical divergence check
-            if decided is not None:
-                return self.complete(work, decided)
-            return self.answer(work, gateway, on_text, lease)
+            answered = self.answered(work, gateway, on_text, lease)
         except LLMError as exc:
             if lease.shutting_down:
                 return self.release(work, exc)
             decision = None if lease.should_stop() else tally.chair_fallback(work.plan, work.phase, work.inputs)
-            if decision is not None:  # the chair failed on every model: the tally already paid for stands
-                return self.complete_without_chair(work, decision, exc)
-            # the message is public by construction (orchestrator.gateway.failures): no upstream text in it
-            return self.fail(work, exc.code, exc.message)
+            if decision is None:
+                # the message is public by construction (orchestrator.gateway.failures): no upstream text in it
+                return self.fail(work, exc.code, exc.message)
+            answered = self.without_chair(work, decision, exc)  # the tally already paid for stands
         except ServiceUnavailable:
             raise
         except Exception as exc:  # a bug must fail the phase, not strand the plan
@@ -133,8 +140,20 @@ class PhaseRunner:
             log.exception("phase crashed", extra={"action": "phase.crashed"})
             return self.fail(work, "conclave.internal",
                              f"internal error ({type(exc).__name__}); the worker's log has the details")
+        # storing is outside the net above: a write that fails leaves the phase leased, so the
+        # lease expires and another attempt takes it over — never failed for a storage error
+        return self.complete(work, answered.completion, repaired=answered.repaired, decided=answered.decided,
+                             record_decision=answered.record_decision)
 
-    def answer(self, work: PhaseWork, gateway: Gateway, on_text: Callable[[str], None], lease: Lease) -> Outcome:
+    def answered(self, work: PhaseWork, gateway: Gateway, on_text: Callable[[str], None], lease: Lease) -> Answered:
+        """What the phase answers, before anything is stored: the tally of a ``decision`` phase,
+        a decision that needs no model (a lexical divergence check), or the model's answer."""
+        if work.phase.kind == "decision":
+            return self.tallied(work)
+        decided = self.decide_without_model(work)
+        return Answered(decided) if decided is not None else self.answer(work, gateway, on_text, lease)
+
+    def answer(self, work: PhaseWork, gateway: Gateway, on_text: Callable[[str], None], lease: Lease) -> Answered:
         """The phase's model call — on the expert's models in order (``fallback_models``: the
         next one when a model fails after its own retries; never after a cancel or with the
         budget spent) — then the one corrective request a malformed structured answer gets
@@ -152,7 +171,7 @@ class PhaseRunner:
                             extra={"action": "phase.model_fallback"})
         followup = self.followup(work, request, completion)
         if followup is None:
-            return self.complete(work, completion)
+            return Answered(completion)
         try:
             again = gateway.call(spec, followup, should_stop=lease.should_stop)
         except LLMError as exc:
@@ -161,13 +180,13 @@ class PhaseRunner:
             # the turn is in hand and paid for: it completes, its verdict an abstention
             log.warning("verdict repair failed (%s): the turn abstains", exc.code,
                         extra={"action": "phase.repair_failed"})
-            return self.complete(work, completion, repaired=True)
+            return Answered(completion, repaired=True)
         if followup.purpose == "verdict_repair":  # the turn keeps its words; the repair adds its line
             said = f"{as_text(completion.text).rstrip()}\n\n{again.text.strip()}"
-            return self.complete(work, replace(completion, text=said), repaired=True)
-        return self.complete(work, again)
+            return Answered(replace(completion, text=said), repaired=True)
+        return Answered(again)
 
-    def complete_without_chair(self, work: PhaseWork, decision: PhaseRecord, exc: LLMError) -> Outcome:
+    def without_chair(self, work: PhaseWork, decision: PhaseRecord, exc: LLMError) -> Answered:
         """The chair's last phase failed on every model after the panel's decision was tallied:
         it completes with the decision record read aloud as its text, marked so in its verdict
         (``chair_failed``), instead of failing the plan after every expert was paid."""
@@ -176,8 +195,8 @@ class PhaseRunner:
         verdict = {**tally.stated_by_tally(decision), "chair_failed": {"code": exc.code, "message": exc.message}}
         log.warning("the chair failed (%s): the decision record is the result", exc.code,
                     extra={"action": "phase.chair_failed"})
-        return self.complete(work, Completion(text=text, usage=Usage(0, 0, "estimated", "tally")), decided=verdict,
-                             record_decision=False)
+        return Answered(Completion(text=text, usage=Usage(0, 0, "estimated", "tally")), decided=verdict,
+                        record_decision=False)
 
     def release(self, work: PhaseWork, exc: LLMError) -> Outcome:
         """The worker is shutting down mid-call: give the phase back for another worker
@@ -243,14 +262,14 @@ class PhaseRunner:
             purpose=purpose, model=f"{spec.provider}:{spec.model or spec.name}", input_tokens=used.input_tokens,
             output_tokens=used.output_tokens, source=used.source, method=used.method))
 
-    def record_decision(self, work: PhaseWork) -> Outcome:
+    def tallied(self, work: PhaseWork) -> Answered:
         """The ``decision`` phase: the tally of its inputs' stored verdicts
         (:mod:`orchestrator.plan.tally`) — code, no model, no tokens, no usage row. Its text is
         the record read aloud, its verdict the record, stored with a ``decision_recorded`` event."""
         decision = tally.decide(work.plan, work.plan_id, work.inputs)
         read_aloud = Completion(text=tally.decision_text(decision), usage=Usage(0, 0, "estimated", "tally"),
                                 finish_reason=f"tally:{decision.protocol}")
-        return self.complete(work, read_aloud, decided=decision.as_json())
+        return Answered(read_aloud, decided=decision.as_json())
 
     def complete(self, work: PhaseWork, completion: Completion, *, repaired: bool = False,
                  decided: dict[str, Any] | None = None, record_decision: bool = True) -> Outcome:
