@@ -151,7 +151,11 @@ class PhaseRunner:
         if work.phase.kind == "decision":
             return self.tallied(work)
         decided = self.decide_without_model(work)
-        return Answered(decided) if decided is not None else self.answer(work, gateway, on_text, lease)
+        answered = Answered(decided) if decided is not None else self.answer(work, gateway, on_text, lease)
+        # its verdict is read here, inside the net: a verdict that trips a bug fails the phase once
+        verdict = tally.phase_verdict(work.plan, work.phase, as_text(answered.completion.text), work.inputs,
+                                      repaired=answered.repaired)
+        return replace(answered, decided=verdict, record_decision=False) if verdict is not None else answered
 
     def answer(self, work: PhaseWork, gateway: Gateway, on_text: Callable[[str], None], lease: Lease) -> Answered:
         """The phase's model call — on the expert's models in order (``fallback_models``: the
