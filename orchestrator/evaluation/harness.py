@@ -143,7 +143,7 @@ class Harness:
             moved = self._follow() or moved
             if moved:
                 self._show()
-            else:
+            if self._running:  # each pass reads every running plan: at most one pass per poll
                 self.sleep(self.poll)
         self._show()
         outcomes = [outcome_of(self.record, arm, item, self.views[(arm["name"], item["id"])], self.scorer)
