@@ -176,13 +176,17 @@ def test_deadline_bounds_stream_and_fallback(monkeypatch: pytest.MonkeyPatch) ->
 def test_should_stop_cancels_a_running_stream_promptly(server: LLMServer) -> None:
     server.reply = DEFAULT_REPLY * 20  # 210 pieces, 50 ms apart: still dripping when cancelled
     shown: list[str] = []
+    caller = threading.current_thread()
     with pytest.raises(CallCancelled) as raised:
         guarded_call(
             PROVIDERS["openai"],
             spec_for(server, "drip"),
             REQUEST,
             on_text=shown.append,
-            should_stop=lambda: len(shown) >= 3,  # cancelled once three pieces were shown
+            # cancelled once three pieces were shown — as the caller's thread sees it: the
+            # watchdog, which polls too, would otherwise stop the stream in a gap between
+            # pieces now and then, and the caller's own check would go untested
+            should_stop=lambda: threading.current_thread() is caller and len(shown) >= 3,
         )
     assert len(shown) == 3  # polled before every event: not one more piece after the stop
     assert "".join(shown) == (DEFAULT_REPLY * 20)[: len("".join(shown))]
