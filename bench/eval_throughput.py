@@ -3,9 +3,12 @@ second, and the ratio of seconds per phase (issue 19: an eval costs no more per 
 hot path does).
 
 Both sides run on one Celery worker (threads, --concurrency) over the same Postgres and Redis,
-with the offline model at zero latency, at most --in-flight plans running at once:
+with the offline model at zero latency, at most --in-flight plans running at once, and are
+followed the same way (one listing of the plans still running per poll, the whole view of each
+plan once it has ended):
 
-- plain: N boards of 5 experts over 2 rounds, no answer declared (14 phases each);
+- plain: N boards of 5 experts over 2 rounds, no answer declared (14 phases each), in two
+  halves that bracket the eval, so a drift of the machine or the growing tables weighs on both;
 - eval: ``conclave eval``'s harness over N generated items, its panel the same board deciding by
   plurality vote (each expert's verdicts read and stored, a decision phase: 15 phases each).
 
@@ -41,18 +44,33 @@ def board(question: str) -> dict[str, Any]:
             "moderator": {"name": "Morgan", "role": "Chair", "model": "solver"}, "experts": EXPERTS}
 
 
-def plain(client: Any, n: int, in_flight: int) -> tuple[float, int]:
-    """N plain boards, at most ``in_flight`` running: wall seconds and phases run."""
+def still_running(client: Any, label: str) -> set[str]:
+    """The ids of the plans with ``label`` that are running, every page of the listing."""
+    ids: set[str] = set()
+    cursor = None
+    while True:
+        page = client.list_plans(status="running", label=label, limit=200, cursor=cursor)
+        ids.update(p["id"] for p in page["plans"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return ids
+
+
+def plain(client: Any, n: int, in_flight: int, first: int = 0) -> tuple[float, int]:
+    """N plain boards, at most ``in_flight`` running, followed as the harness follows its
+    plans: wall seconds and phases run."""
     t0, phases, running, sent = time.perf_counter(), 0, [], 0
     while sent < n or running:
         while sent < n and len(running) < in_flight:
-            plan = {**board(f"What is {sent % 90 + 2} + {sent % 7 + 2}?"), "models": {"solver": SOLVER}}
+            k = first + sent
+            plan = {**board(f"What is {k % 90 + 2} + {k % 7 + 2}?"), "models": {"solver": SOLVER},
+                    "labels": ["bench=plain"]}
             running.append(client.submit(plan))
             sent += 1
-        still = []
+        listed, still = still_running(client, "bench=plain"), []
         for plan_id in running:
-            view = client.get(plan_id)
-            if view.final:
+            view = None if plan_id in listed else client.get(plan_id)
+            if view is not None and view.final:
                 assert view.status == "completed", (plan_id, view.status, view.error)
                 phases += len(view.phases)
             else:
@@ -103,15 +121,19 @@ def main() -> None:
     worker = start_worker(settings, "threads", args.concurrency, log)
     client = Conclave(settings, worker=False)
     try:
-        plain_wall, plain_phases = plain(client, args.items, args.in_flight)
+        half = args.items // 2
+        before_wall, before_phases = plain(client, half, args.in_flight)
         with tempfile.TemporaryDirectory() as folder:
             eval_wall, eval_phases = evaluation(client, args.items, args.in_flight, Path(folder))
+        after_wall, after_phases = plain(client, args.items - half, args.in_flight, first=half)
+        plain_wall, plain_phases = before_wall + after_wall, before_phases + after_phases
     finally:
         client.close()
         stop(worker)
         drop_database(name)
     plain_rate, eval_rate = plain_phases / plain_wall, eval_phases / eval_wall
-    print(f"plain: {args.items} boards, {plain_phases} phases in {plain_wall:.1f}s: {plain_rate:.1f} phases/s")
+    print(f"plain: {args.items} boards, {plain_phases} phases in {plain_wall:.1f}s: {plain_rate:.1f} phases/s"
+          f" (before the eval {before_phases / before_wall:.1f}, after it {after_phases / after_wall:.1f})")
     print(f"eval:  {args.items} items, {eval_phases} phases in {eval_wall:.1f}s: {eval_rate:.1f} phases/s")
     print(f"RATIO eval / plain plans, seconds per phase: {plain_rate / eval_rate:.2f}x (goal <= 1x the hot path's)")
 

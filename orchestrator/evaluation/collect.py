@@ -31,7 +31,7 @@ class Plans(Protocol):
     """Where the outcomes are read from: the :class:`~orchestrator.client.conclave.Conclave`
     facade, or the plan page's reads as the signed-in caller (:class:`CallerPlans`)."""
 
-    def list_plans(self, *, label: Any = None, limit: int | None = None,
+    def list_plans(self, *, status: Any = None, label: Any = None, limit: int | None = None,
                    cursor: str | None = None) -> dict[str, Any]: ...
 
     def get(self, plan_id: str) -> PlanView: ...
@@ -44,8 +44,9 @@ class CallerPlans:
     def __init__(self, reads: PlanReads, principal: Principal | None) -> None:
         self.reads, self.principal = reads, principal
 
-    def list_plans(self, *, label: Any = None, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
-        query = PlanQuery.check(label=label, limit=limit, cursor=cursor)
+    def list_plans(self, *, status: Any = None, label: Any = None, limit: int | None = None,
+                   cursor: str | None = None) -> dict[str, Any]:
+        query = PlanQuery.check(status=status, label=label, limit=limit, cursor=cursor)
         return page_dict(self.reads.list_plans(principal=self.principal, **query.as_filters()))
 
     def get(self, plan_id: str) -> PlanView:
@@ -118,12 +119,14 @@ def reviews_of(view: PlanView) -> list[dict[str, Any]]:
     return out
 
 
-def eval_plans(conclave: Plans, stored: EvalRecord, *, arm: str | None = None) -> Iterator[dict[str, Any]]:
-    """The summaries of the eval's plans (of one arm), in the eval's tenant, every page."""
+def eval_plans(conclave: Plans, stored: EvalRecord, *, arm: str | None = None,
+               status: PlanStatus | None = None) -> Iterator[dict[str, Any]]:
+    """The summaries of the eval's plans (of one arm; in one status), in the eval's tenant,
+    every page."""
     wanted = arms.labels(stored.name, arm) if arm else [f"eval={stored.name}"]
     cursor = None
     while True:
-        page = conclave.list_plans(label=wanted, limit=PAGE, cursor=cursor)
+        page = conclave.list_plans(status=status, label=wanted, limit=PAGE, cursor=cursor)
         for summary in page["plans"]:
             if summary.get("tenant") == stored.tenant:
                 yield summary

@@ -120,7 +120,9 @@ class Harness:
         self._judge = {"name": arms.JUDGE, "kind": arms.JUDGE, **(self.record["judge"] or {})}
         self.samples: int | None = None
         self.views: dict[tuple[str, str], PlanView] = {}  # (arm, item id) -> its finished plan
+        self._right: dict[tuple[str, str], bool] = {}  # (arm, item id) -> its answer graded right
         self.stats = {a["name"]: ArmStats(a["name"], len(self.record["items"])) for a in self.record["arms"]}
+        self._stored: EvalRecord | None = None
         self._known: dict[str, dict[str, Any]] = {}  # task id -> a stored plan's summary
         self._running: dict[str, _Work] = {}  # plan id -> its work
         self._submitted: dict[str, str] = {}  # task id -> plan id, by this run
@@ -134,6 +136,7 @@ class Harness:
 
     def run(self) -> RunResult:
         stored, created = self._store()
+        self._stored = stored
         self._known = {s["task_id"]: s for s in eval_plans(self.conclave, stored) if s.get("task_id")}
         self.samples = self._stored_samples()
         queue = deque(self._work())
@@ -201,8 +204,17 @@ class Harness:
         return moved
 
     def _follow(self) -> bool:
+        """Reads back what ended since the last poll: one listing of the eval's plans still
+        running, then the whole view of each plan of ours that the listing no longer holds
+        (a plan's status only ever leaves ``running``) — not every running plan's view."""
+        if not self._running:
+            return False
+        assert self._stored is not None
+        running = {s["id"] for s in eval_plans(self.conclave, self._stored, status=PlanStatus.RUNNING)}
         moved = False
         for plan_id, work in list(self._running.items()):
+            if plan_id in running:
+                continue
             view = self.conclave.get(plan_id)
             if view.final:
                 del self._running[plan_id]
@@ -214,8 +226,12 @@ class Harness:
         if work.judge:
             assert work.answer is not None
             grade(self.scorer, work.item, work.answer, view)
+            for arm in self.stats:  # the item's answers graded again, now that one more is judged
+                if (arm, work.item["id"]) in self.views:
+                    self._grade(arm, work.item)
             return
         self.views[(work.arm["name"], work.item["id"])] = view
+        self._grade(work.arm["name"], work.item)
         stats = self.stats[work.arm["name"]]
         stats.done += 1
         stats.reused += reused
@@ -227,6 +243,13 @@ class Harness:
                 if key not in self._asked:
                     self._asked.add(key)
                     self._judging.append(_Work(self._judge, work.item, answer))
+
+    def _grade(self, arm: str, item: dict[str, Any]) -> None:
+        """Grades one finished plan's answer, keeping its arm's count of right answers."""
+        key = (arm, item["id"])
+        right = self.scorer.grade(item, answer_of(self.views[key]))
+        self.stats[arm].correct += right - self._right.get(key, False)
+        self._right[key] = right
 
     # ------------------------------------------------------------------ submitting
 
@@ -318,14 +341,9 @@ class Harness:
         self._shown_at = time.monotonic()
         for stats in self.stats.values():
             stats.running = 0
-            stats.correct = 0
         for work in self._running.values():
             if not work.judge:
                 self.stats[work.arm["name"]].running += 1
-        items = {i["id"]: i for i in self.record["items"]}
-        for (arm, item_id), view in self.views.items():
-            item = items[item_id]
-            self.stats[arm].correct += self.scorer.grade(item, answer_of(view))
         judging = len(self._judging) + sum(1 for w in self._running.values() if w.judge)
         note = self.note or (f"{judging} judge plan(s) grading answers" if judging else "")
         self.progress.update(list(self.stats.values()), note)

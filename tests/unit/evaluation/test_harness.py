@@ -40,7 +40,7 @@ class Crash(Exception):
 
 class PlanesBackend(LocalBackend):
     """The local backend over the planes' database and coordinator: submitting stores the plan
-    and records its canvas; reading a plan first runs every recorded canvas, as a worker would."""
+    and records its canvas; reading plans first runs every recorded canvas, as a worker would."""
 
     def __init__(self, planes: Planes, *, crash_after: int | None = None) -> None:  # no Celery app, no worker
         self.settings, self.db, self.bus, self.coordinator = planes.settings, planes.db, planes.bus, planes.coordinator
@@ -56,6 +56,10 @@ class PlanesBackend(LocalBackend):
     def get(self, plan_id: str) -> PlanView:
         self.planes.run_all(max_canvases=100_000)
         return super().get(plan_id)
+
+    def list_plans(self, **query: Any) -> dict[str, Any]:
+        self.planes.run_all(max_canvases=100_000)
+        return super().list_plans(**query)
 
     def close(self) -> None:
         return None
