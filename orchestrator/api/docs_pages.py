@@ -5,8 +5,10 @@ FastAPI's own pages load their scripts, styles, favicon and fonts from CDNs, so 
 without internet access shows a blank page. These pages load them from
 ``/docs/assets/`` instead: Swagger UI and ReDoc are vendored, unmodified, in
 ``orchestrator/api/static/`` (versions and licences in its ``VENDORED.md``), and Swagger
-UI's online validator (which would send the schema to a third party) is off. Like
-``/openapi.json``, the pages need no token.
+UI's online validator (which would send the schema's address to a third party) is off; each
+operation shows its ``operationId``, the name a generated client gives it. Like
+``/openapi.json``, the pages need no token (a token typed into Swagger UI's Authorize
+stays in that page: it is not persisted).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def install_docs_pages(app: FastAPI, *, openapi_url: str = "/openapi.json") -> N
         return get_swagger_ui_html(openapi_url=openapi_url, title=f"{app.title} API",
                                    swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
                                    swagger_css_url=f"{ASSETS_URL}/swagger-ui.css", swagger_favicon_url=favicon,
-                                   swagger_ui_parameters={"validatorUrl": None, "persistAuthorization": True})
+                                   swagger_ui_parameters={"validatorUrl": None, "displayOperationId": True})
 
     @app.get("/redoc", include_in_schema=False)
     async def redoc() -> HTMLResponse:
