@@ -75,3 +75,13 @@ def test_the_pages_render_the_operations_with_no_network_but_the_api(api: Any, b
 
     assert refused == [] and log.errors == [], (refused, log.errors)
     context.close()
+
+
+def test_the_assets_serve_only_their_own_files(api: Any) -> None:  # noqa: F811
+    url = api(env={"CONCLAVE_API_TOKEN": TOKEN}).url
+    for path in ("/docs/assets/nope.js", "/docs/assets/../docs_pages.py", "/docs/assets/%2e%2e/docs_pages.py",
+                 "/docs/assets/"):
+        r = httpx.get(url + path)
+        assert r.status_code == 404 and r.json()["error"]["code"] == "http.not_found", (path, r.text)
+    r = httpx.post(url + "/docs/assets/swagger-ui.css")
+    assert r.status_code == 405 and r.json()["error"]["code"] == "http.method_not_allowed", r.text
