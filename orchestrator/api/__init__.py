@@ -8,6 +8,7 @@
     POST /v1/plans/{id}/cancel
     GET  /v1/plans/{id}/events                Server-Sent Events (see :mod:`orchestrator.api.events`)
     GET  /healthz, /readyz, /metrics          (see :mod:`orchestrator.api.ops`)
+    GET  /openapi.json, /docs, /redoc         the contract and its pages (no token; no CDN)
 
 A thin layer over :class:`~orchestrator.client.conclave.Conclave`: every answer is derived
 from the database, so any number of API processes can serve the same cluster.
@@ -18,7 +19,9 @@ Errors are JSON and never 500 for anything a client sends (see
 One module per idea: :mod:`~orchestrator.api.app` (the factory),
 :mod:`~orchestrator.api.plan_routes` (plan routes), :mod:`~orchestrator.api.auth`,
 :mod:`~orchestrator.api.inputs` (reading requests), :mod:`~orchestrator.api.error_responses`,
-:mod:`~orchestrator.api.events` (the event stream), :mod:`~orchestrator.api.ops`.
+:mod:`~orchestrator.api.events` (the event stream), :mod:`~orchestrator.api.ops`,
+:mod:`~orchestrator.api.schemas` and :mod:`~orchestrator.api.stream_schema` (the published contract),
+:mod:`~orchestrator.api.docs_pages` (its pages).
 """
 
 from orchestrator.api.app import create_app

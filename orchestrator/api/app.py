@@ -5,7 +5,8 @@ for its lifetime (built at startup, closed at shutdown) unless one is given, ins
 handlers (:mod:`orchestrator.api.error_responses`), the principal check
 (:mod:`orchestrator.api.auth`), the routes (:mod:`orchestrator.api.plan_routes`,
 :mod:`orchestrator.api.eval_routes`, :mod:`orchestrator.api.ops`, the plan page :mod:`orchestrator.api.ui`) and the
-published contract at ``/openapi.json`` and ``/docs`` (:mod:`orchestrator.api.schemas`).
+published contract at ``/openapi.json`` (:mod:`orchestrator.api.schemas`) with its pages ``/docs`` and
+``/redoc``, served from vendored assets (:mod:`orchestrator.api.docs_pages`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from fastapi import FastAPI
 
 from orchestrator import tracing
 from orchestrator.api.auth import Authenticate
+from orchestrator.api.docs_pages import install_docs_pages
 from orchestrator.api.error_responses import CatchAll, install_error_handlers
 from orchestrator.api.eval_routes import evals_router
 from orchestrator.api.events import EventStreams
@@ -55,12 +57,13 @@ def create_app(settings: Settings, *, local: LocalBackend | None = None) -> Fast
             if owned:
                 c.close()
 
-    app = FastAPI(title="Conclave", version=__version__, lifespan=lifespan, docs_url="/docs", redoc_url=None,
+    app = FastAPI(title="Conclave", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url="/openapi.json",
                   description="Durable multi-expert LLM plans. Every error is JSON `{\"error\": {code, message, "
                               "details}}`; authentication is a bearer token (see `conclave tokens`).")
     install_error_handlers(app)
     install_openapi(app)
+    install_docs_pages(app)
     tracing.instrument_api(app)  # server spans, when tracing is on (orchestrator.tracing)
     token = settings.api_token.get_secret_value() if settings.api_token is not None else None
     if token is not None and not token.strip():

@@ -41,7 +41,8 @@ def evals_router() -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["evals"])
     reader, writer = Depends(require(READ)), Depends(require(WRITE))
 
-    @router.post("/evals", status_code=201, response_model=EvalStored, openapi_extra={"requestBody": EVAL_BODY},
+    @router.post("/evals", operation_id="create_eval", status_code=201, response_model=EvalStored,
+                 openapi_extra={"requestBody": EVAL_BODY},
                  responses={200: {"model": EvalStored, "description": "already stored (same name, same record)"},
                             **errors(400, 401, 403, 409, 413, 415, 422, 503)})
     async def create_eval(request: Request, principal: Principal | None = writer) -> JSONResponse:
@@ -63,14 +64,15 @@ def evals_router() -> APIRouter:
                             status_code=201 if created.created else 200,
                             headers={"Location": f"/v1/evals/{created.eval.name}"})
 
-    @router.get("/evals", response_model=EvalList, responses=errors(401, 403, 422))
+    @router.get("/evals", operation_id="list_evals", response_model=EvalList, responses=errors(401, 403, 422, 503))
     async def list_evals(request: Request, limit: int = Query(100, ge=1, le=MAX_LISTED),
                          principal: Principal | None = reader) -> JSONResponse:
         """The caller's evals (an admin's: every tenant's), newest first, without their records."""
         listed = await run_in_threadpool(_records(request).list_evals, principal=principal, limit=limit)
         return JSONResponse({"evals": [e.to_dict() for e in listed]})
 
-    @router.get("/evals/{name}", response_model=EvalView, responses=errors(401, 403, 404, 409, 422))
+    @router.get("/evals/{name}", operation_id="get_eval", response_model=EvalView,
+                responses=errors(401, 403, 404, 409, 422, 503))
     async def get_eval(name: str, request: Request, principal: Principal | None = reader) -> JSONResponse:
         """One eval's record; its plans are `GET /v1/plans?label=eval=<name>`."""
         record = await run_in_threadpool(_records(request).get, check_name(name), principal=principal)

@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from orchestrator.api.auth import require
 from orchestrator.api.error_responses import error_body
-from orchestrator.api.schemas import errors
+from orchestrator.api.schemas import Health, Ready, errors
 from orchestrator.core.errors import storage_boundary
 from orchestrator.metrics import FleetCollector
 from storage import Database
@@ -29,7 +29,7 @@ from storage.identity import ADMIN
 
 log = logging.getLogger("orchestrator.api")
 
-router = APIRouter()
+router = APIRouter(tags=["operations"])
 
 
 def check_database(db: Database) -> None:
@@ -42,13 +42,15 @@ def check_broker(app: Any) -> None:
         conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=3)
 
 
-@router.get("/healthz")
+@router.get("/healthz", operation_id="get_health", response_model=Health)
 async def healthz() -> dict[str, str]:
+    """200 while the process serves requests (liveness)."""
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get("/readyz", operation_id="get_readiness", response_model=Ready, responses=errors(503))
 async def readyz(request: Request) -> JSONResponse:
+    """200 when the database and the broker answer; 503 naming the one(s) that do not (readiness)."""
     local = request.app.state.local
     checks: dict[str, str] = {}
     for name, probe, arg in (("database", check_database, local.db), ("broker", check_broker, local.app)):
@@ -73,7 +75,8 @@ def scrape(db: Database) -> bytes:
     return generate_latest(registry)
 
 
-@router.get("/metrics", dependencies=[Depends(require(ADMIN))], response_class=PlainTextResponse,
+@router.get("/metrics", operation_id="get_metrics", dependencies=[Depends(require(ADMIN))],
+            response_class=PlainTextResponse,
             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **errors(401, 403, 503)})
 async def metrics(request: Request) -> PlainTextResponse:
     """Prometheus text; needs the admin scope when authentication is on."""

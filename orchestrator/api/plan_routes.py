@@ -32,7 +32,6 @@ from orchestrator.api.events import EventStreams
 from orchestrator.api.schemas import (
     PATCH_BODY,
     PLAN_BODY,
-    SSE_EVENT,
     DocumentList,
     PhaseText,
     PlanPage,
@@ -40,6 +39,7 @@ from orchestrator.api.schemas import (
     Submitted,
     errors,
 )
+from orchestrator.api.stream_schema import EVENT_STREAM_PARAMETERS, EVENT_STREAM_RESPONSE
 from orchestrator.briefing.documents import DocumentView
 from orchestrator.client.local import LocalBackend
 from orchestrator.control.coordinator import CancelResult, Coordinator, ResumeResult
@@ -99,7 +99,8 @@ def plans_router(settings: Settings) -> APIRouter:
     limit = settings.max_plan_bytes
     reader, writer = Depends(require(READ)), Depends(require(WRITE))
 
-    @router.post("/plans", status_code=201, response_model=Submitted, openapi_extra={"requestBody": PLAN_BODY},
+    @router.post("/plans", operation_id="submit_plan", status_code=201, response_model=Submitted,
+                 openapi_extra={"requestBody": PLAN_BODY},
                  responses={200: {"model": Submitted, "description": "already submitted (same task_id, same plan)"},
                             **errors(400, 401, 403, 409, 413, 415, 422, 429, 503)})
     async def submit_plan(request: Request, principal: Principal | None = writer) -> JSONResponse:
@@ -124,7 +125,7 @@ def plans_router(settings: Settings) -> APIRouter:
                             status_code=201 if res.created else 200,
                             headers={"Location": f"/v1/plans/{res.plan_id}"})
 
-    @router.get("/plans", response_model=PlanPage, responses=errors(401, 403, 422))
+    @router.get("/plans", operation_id="list_plans", response_model=PlanPage, responses=errors(401, 403, 422, 503))
     async def list_plans(
         request: Request,
         status: list[PlanStatus] | None = Query(None, description="any of these statuses (repeatable)"),
@@ -143,15 +144,17 @@ def plans_router(settings: Settings) -> APIRouter:
         page = await _call(_reads(request).list_plans, principal=principal, **query.as_filters())
         return JSONResponse(page_dict(page))
 
-    @router.get("/plans/{plan_id}", response_model=PlanView, responses=errors(401, 403, 404, 422))
+    @router.get("/plans/{plan_id}", operation_id="get_plan", response_model=PlanView,
+                responses=errors(401, 403, 404, 422, 503))
     async def get_plan(plan_id: str, request: Request, principal: Principal | None = reader) -> JSONResponse:
         """The plan view: status, phases, usage (by plan id or task id)."""
         view = await _call(_reads(request).view, inp.plan_ref(plan_id), principal=principal)
         return JSONResponse(view.to_dict())
 
-    @router.patch("/plans/{plan_id}", response_model=PlanView, openapi_extra={"requestBody": PATCH_BODY},
-                  responses=errors(400, 401, 403, 404, 409, 413, 415, 422))
-    async def patch_plan(plan_id: str, request: Request, principal: Principal | None = writer) -> JSONResponse:
+    @router.patch("/plans/{plan_id}", operation_id="update_plan", response_model=PlanView,
+                  openapi_extra={"requestBody": PATCH_BODY},
+                  responses=errors(400, 401, 403, 404, 409, 413, 415, 422, 503))
+    async def update_plan(plan_id: str, request: Request, principal: Principal | None = writer) -> JSONResponse:
         """Change `title`, `labels` or (while the plan runs) `max_debates`. Omitted fields stay;
         `null` clears `labels` and is refused for the others; the merged plan is validated again."""
         ref = inp.plan_ref(plan_id)
@@ -160,7 +163,8 @@ def plans_router(settings: Settings) -> APIRouter:
         view = await _call(_reads(request).view, plan.id, principal=principal)
         return JSONResponse(view.to_dict())
 
-    @router.get("/plans/{plan_id}/result", response_model=ResultText, responses=errors(401, 403, 404, 409, 422))
+    @router.get("/plans/{plan_id}/result", operation_id="get_result", response_model=ResultText,
+                responses=errors(401, 403, 404, 409, 422, 503))
     async def get_result(plan_id: str, request: Request, principal: Principal | None = reader) -> JSONResponse:
         """The full text of the plan's final phase (synthesis or final summary)."""
         reads = _reads(request)
@@ -173,8 +177,8 @@ def plans_router(settings: Settings) -> APIRouter:
         return JSONResponse({"plan_id": plan.id, "status": plan.status, "text": text,
                              "citations": [c.to_dict() for c in cited]})
 
-    @router.get("/plans/{plan_id}/phases/{key}/content", response_model=PhaseText,
-                responses=errors(401, 403, 404, 409, 422))
+    @router.get("/plans/{plan_id}/phases/{key}/content", operation_id="get_phase_content", response_model=PhaseText,
+                responses=errors(401, 403, 404, 409, 422, 503))
     async def get_phase_content(plan_id: str, key: str, request: Request,
                                 principal: Principal | None = reader) -> JSONResponse:
         """The full text of one phase."""
@@ -192,14 +196,15 @@ def plans_router(settings: Settings) -> APIRouter:
         return JSONResponse({"plan_id": state.plan.id, "phase": phase.key, "status": phase.status, "text": text,
                              "citations": [c.to_dict() for c in cited]})
 
-    @router.get("/plans/{plan_id}/documents", response_model=DocumentList, responses=errors(401, 403, 404, 422))
+    @router.get("/plans/{plan_id}/documents", operation_id="list_documents", response_model=DocumentList,
+                responses=errors(401, 403, 404, 422, 503))
     async def list_documents(plan_id: str, request: Request, principal: Principal | None = reader) -> JSONResponse:
         """The plan's briefing documents, in briefing order (an empty list for a plan without one)."""
         docs = await _call(_reads(request).documents, inp.plan_ref(plan_id), principal=principal)
         return JSONResponse({"documents": [asdict(d) for d in docs]})
 
-    @router.get("/plans/{plan_id}/documents/{doc_id}", response_model=DocumentView,
-                responses=errors(401, 403, 404, 422))
+    @router.get("/plans/{plan_id}/documents/{doc_id}", operation_id="get_document", response_model=DocumentView,
+                responses=errors(401, 403, 404, 422, 503))
     async def get_document(plan_id: str, doc_id: str, request: Request,
                            principal: Principal | None = reader) -> JSONResponse:
         """One briefing document: its text and each chunk's heading path and `start`/`end`
@@ -208,7 +213,7 @@ def plans_router(settings: Settings) -> APIRouter:
         view = await _call(_reads(request).document, ref, doc, principal=principal)
         return JSONResponse(view.to_dict())
 
-    @router.post("/plans/{plan_id}/resume", response_model=ResumeResult,
+    @router.post("/plans/{plan_id}/resume", operation_id="resume_plan", response_model=ResumeResult,
                  openapi_extra={"requestBody": {"required": False, "content": {"application/json": {
                      "schema": ResumeBody.model_json_schema()}}}},
                  responses=errors(400, 401, 403, 404, 409, 413, 415, 422, 503))
@@ -226,18 +231,17 @@ def plans_router(settings: Settings) -> APIRouter:
         res = await _call(_coordinator(request).resume, ref, retry_failed=body.retry_failed, principal=principal)
         return JSONResponse(asdict(res))
 
-    @router.post("/plans/{plan_id}/cancel", response_model=CancelResult,
+    @router.post("/plans/{plan_id}/cancel", operation_id="cancel_plan", response_model=CancelResult,
                  responses=errors(401, 403, 404, 422, 503))
     async def cancel_plan(plan_id: str, request: Request, principal: Principal | None = writer) -> JSONResponse:
         """Cancel: queued phases never run, running ones stop at their next safe point."""
         res = await _call(_coordinator(request).cancel, inp.plan_ref(plan_id), principal=principal)
         return JSONResponse(asdict(res))
 
-    @router.get("/plans/{plan_id}/events", response_class=StreamingResponse,
-                responses={200: {"content": {"text/event-stream": {"schema": SSE_EVENT}},
-                                 "description": "Server-Sent Events: stored events with `id:`, live `chunk`s"},
-                           **errors(401, 403, 404, 422, 429)})
-    async def plan_events(plan_id: str, request: Request, principal: Principal | None = reader) -> StreamingResponse:
+    @router.get("/plans/{plan_id}/events", operation_id="stream_events", response_class=StreamingResponse,
+                openapi_extra={"parameters": EVENT_STREAM_PARAMETERS},
+                responses={200: EVENT_STREAM_RESPONSE, **errors(401, 403, 404, 422, 429, 503)})
+    async def stream_events(plan_id: str, request: Request, principal: Principal | None = reader) -> StreamingResponse:
         """The plan's stored events (resume with `Last-Event-ID` or `?after=`) and live text chunks."""
         ref = inp.plan_ref(plan_id)
         after = inp.event_id(request.headers.get("last-event-id"), "Last-Event-ID")

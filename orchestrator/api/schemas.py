@@ -5,17 +5,23 @@ Routes answer with the same dataclasses the Python API returns (:class:`PlanView
 :class:`ResumeResult`, …) serialised as JSON; the models here name the shapes that
 exist only over HTTP. The plan document's schema is pydantic's, of the same models
 that validate a submitted plan (:mod:`orchestrator.plan.schema`), so the contract cannot
-drift from what the server accepts.
+drift from what the server accepts. The event stream's frames are described in
+:mod:`orchestrator.api.stream_schema`.
+
+Every operation has a stable ``operationId`` (``submit_plan``, ``stream_events``, …), set
+on its route: a generated client's method names are part of the contract
+(``tests/unit/test_openapi_document.py`` holds them).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from orchestrator.api.stream_schema import stream_components
 from orchestrator.briefing.documents import CitationView, DocumentSummary
 from orchestrator.plan.schema import PlanSpec, PlanUpdate
 from storage.listing import PlanSummary
@@ -36,6 +42,15 @@ class ErrorDetail(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorDetail
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Ready(BaseModel):
+    status: Literal["ready"]
+    checks: dict[str, Literal["ok"]] = Field(description="each dependency checked: `database`, `broker`")
 
 
 class Submitted(BaseModel):
@@ -118,7 +133,8 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     described = {400: "malformed body", 401: "missing, unknown or revoked token", 403: "the token lacks the scope",
                  404: "no such plan (or another tenant's)", 409: "conflict", 413: "body too large",
                  415: "unsupported media type", 422: "invalid input: `details` names each field",
-                 429: "limit reached (`Retry-After`)", 503: "a dependency is down"}
+                 429: "limit reached (`Retry-After`)",
+                 503: "the database or the broker is unavailable (`service.unavailable`): retry later"}
     json_error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
     return {s: {"description": described.get(s, "error"), "content": json_error} for s in statuses}
 
@@ -128,16 +144,6 @@ PLAN_BODY = {
     "content": {
         "application/json": {"schema": {"$ref": "#/components/schemas/Plan"}},
         "application/yaml": {"schema": {"$ref": "#/components/schemas/Plan"}},
-    },
-}
-
-SSE_EVENT = {  # one Server-Sent Event of the stream, as a client's parser sees it
-    "type": "object",
-    "properties": {
-        "id": {"type": "string", "description": "the stored event's id (absent on `chunk`s): send as Last-Event-ID"},
-        "event": {"type": "string", "description": "the event type, or `chunk` for live text"},
-        "data": {"type": "string", "description": "JSON: `{id, type, phase, data, created_at}`, or a chunk"},
-        "retry": {"type": "integer"},
     },
 }
 
@@ -157,6 +163,7 @@ def install_openapi(app: FastAPI) -> None:
             return app.openapi_schema
         schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
         components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.update(stream_components("#/components/schemas/{model}"))
         components.update(ErrorResponse.model_json_schema(ref_template="#/components/schemas/{model}").pop("$defs"))
         components["ErrorResponse"] = ErrorResponse.model_json_schema(ref_template="#/components/schemas/{model}")
         components["ErrorResponse"].pop("$defs", None)
