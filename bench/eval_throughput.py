@@ -20,6 +20,7 @@ Needs Postgres and Redis on 127.0.0.1 (make services). Creates and drops its own
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -42,6 +43,13 @@ SOLVER = {"provider": "offline", "options": {"latency": 0, "words": 60, "solver"
 def board(question: str) -> dict[str, Any]:
     return {"kind": "board", "title": "bench panel", "question": question, "rounds": 2,
             "moderator": {"name": "Morgan", "role": "Chair", "model": "solver"}, "experts": EXPERTS}
+
+
+def worker_cpu(pid: int) -> float:
+    """CPU seconds the worker process has used (user + system: its threads pool is one
+    process): a measure of the work per phase that the machine's other load disturbs less."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def still_running(client: Any, label: str) -> set[str]:
@@ -122,11 +130,16 @@ def main() -> None:
     client = Conclave(settings, worker=False)
     try:
         half = args.items // 2
+        cpu0 = worker_cpu(worker.pid)
         before_wall, before_phases = plain(client, half, args.in_flight)
+        cpu1 = worker_cpu(worker.pid)
         with tempfile.TemporaryDirectory() as folder:
             eval_wall, eval_phases = evaluation(client, args.items, args.in_flight, Path(folder))
+        cpu2 = worker_cpu(worker.pid)
         after_wall, after_phases = plain(client, args.items - half, args.in_flight, first=half)
+        cpu3 = worker_cpu(worker.pid)
         plain_wall, plain_phases = before_wall + after_wall, before_phases + after_phases
+        plain_cpu, eval_cpu = (cpu1 - cpu0) + (cpu3 - cpu2), cpu2 - cpu1
     finally:
         client.close()
         stop(worker)
@@ -135,7 +148,10 @@ def main() -> None:
     print(f"plain: {args.items} boards, {plain_phases} phases in {plain_wall:.1f}s: {plain_rate:.1f} phases/s"
           f" (before the eval {before_phases / before_wall:.1f}, after it {after_phases / after_wall:.1f})")
     print(f"eval:  {args.items} items, {eval_phases} phases in {eval_wall:.1f}s: {eval_rate:.1f} phases/s")
+    plain_ms, eval_ms = 1000 * plain_cpu / plain_phases, 1000 * eval_cpu / eval_phases
+    print(f"worker CPU per phase: plain {plain_ms:.2f} ms, eval {eval_ms:.2f} ms")
     print(f"RATIO eval / plain plans, seconds per phase: {plain_rate / eval_rate:.2f}x (goal <= 1x the hot path's)")
+    print(f"RATIO eval / plain plans, worker CPU per phase: {eval_ms / plain_ms:.2f}x")
 
 
 if __name__ == "__main__":

@@ -177,8 +177,9 @@ def report_record(stored: EvalRecord, outcomes: list[ItemOutcome]) -> dict[str, 
     for arm in record["arms"]:
         kind = arm["kind"]
         experts = 1 if kind == "single" else voters.get(arm["name"]) or len(_voting_models(arm["plan"]))
+        decide = arm["plan"].get("decide") or ("chair" if kind == "panel" else "vote")  # the schema's default
         out.append({"name": arm["name"], "kind": kind, "baseline": kind != "panel", "experts": max(1, experts),
-                    "simulation": _simulation(arm["plan"], choices)})
+                    "decide": decide, "simulation": _simulation(arm["plan"], choices)})
     return {"name": record["name"], "arms": out}
 
 
@@ -205,4 +206,4 @@ def _simulation(plan: dict[str, Any], choices: set[int]) -> dict[str, Any] | Non
         return None
     solver = solvers[0]
     return {"skill": solver["skill"], "options": next(iter(choices)), "correlation": solver.get("correlation", 0.0),
-            "conformity": solver.get("conformity", 0.0)}
+            "conformity": solver.get("conformity", 0.0), "position_bias": solver.get("position_bias", 0.0)}

@@ -17,10 +17,11 @@ class Simulation:
     options: int
     correlation: float = 0.0
     conformity: float = 0.0
+    position_bias: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
         return {"skill": self.skill, "correlation": self.correlation, "conformity": self.conformity,
-                "options": self.options}
+                "position_bias": self.position_bias, "options": self.options}
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class ArmSpec:
     baseline: bool
     experts: int
     simulation: Simulation | None
+    decide: str = "vote"  # a panel's protocol (deliberation.answers.Protocol)
 
 
 @dataclass(frozen=True)
@@ -81,12 +83,20 @@ class ReviewFigures:
     position: PositionBias
     self_preference: SelfPreference | None
 
+    @property
+    def estimated_bias(self) -> float:
+        """The share of reviews that put the first answer shown first whatever it said: with
+        bias b, a review picks position 0 with probability b + (1 - b)·chance, so
+        b = (observed - chance) / (1 - chance) — 0 when every review was shown one answer."""
+        p = self.position
+        return p.excess / (1 - p.expected) if p.expected < 1 else 0.0
+
     def as_json(self) -> dict[str, Any]:
         p = self.position
         return {"reviews": self.reviews, "unreadable": self.unreadable,
                 "position_bias": {"reviews": p.reviews, "chose_first": p.chose_first, "observed": p.observed,
                                   "expected": p.expected, "excess": p.excess, "interval": list(p.interval),
-                                  "p_value": p.p_value},
+                                  "p_value": p.p_value, "estimated_bias": self.estimated_bias},
                 "self_preference": self.self_preference.as_json() if self.self_preference else None}
 
 
@@ -141,6 +151,18 @@ class TheoryFlips:
 
 
 @dataclass(frozen=True)
+class TheoryReviews:
+    """The share of reviews expected to rank the first answer shown first, b + (1 - b)·chance
+    for the simulated position bias b, beside the measured interval."""
+
+    first_rate: float
+    within: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {"first_rate": self.first_rate, "within": self.within}
+
+
+@dataclass(frozen=True)
 class Theory:
     simulation: Simulation
     rule: str
@@ -148,11 +170,16 @@ class Theory:
     within: bool
     effective_votes: float | None
     flips: TheoryFlips | None
+    #: whether ``rule`` is how the arm decides; False for a panel deciding by weighted vote,
+    #: Borda or its chair, where plurality's value is shown for reference only
+    exact: bool = True
+    reviews: TheoryReviews | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {"simulation": self.simulation.as_json(), "rule": self.rule, "accuracy": self.accuracy,
-                "within": self.within, "effective_votes": self.effective_votes,
-                "flips": self.flips.as_json() if self.flips else None}
+        return {"simulation": self.simulation.as_json(), "rule": self.rule, "exact": self.exact,
+                "accuracy": self.accuracy, "within": self.within, "effective_votes": self.effective_votes,
+                "flips": self.flips.as_json() if self.flips else None,
+                "reviews": self.reviews.as_json() if self.reviews else None}
 
 
 @dataclass(frozen=True)

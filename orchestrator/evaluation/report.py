@@ -13,15 +13,17 @@ at least these keys (others are ignored)::
           "kind": "panel",                 # "panel" | "single" | "self_consistency"
           "baseline": false,               # a baseline: every other arm is paired against it
           "experts": 5,                    # panel: its experts; self_consistency: samples; single: 1
+          "decide": "vote",                # a panel's protocol, default "vote" (the others ignore it)
           "simulation": null               # or, when the arm ran the offline simulated solver:
                                            # {"skill": 0.7,        in [0, 1], required
                                            #  "options": 2,        an integer >= 2, required (the choices
                                            #                       of an item; numeric items: 21, the
                                            #                       right value and the solver's 20 offsets)
                                            #  "correlation": 0.0,  in [0, 1], default 0
-                                           #  "conformity": 0.0}   in [0, 1], default 0
-                                           # other keys of the solver's options (seed, position_bias)
-                                           # are allowed and ignored
+                                           #  "conformity": 0.0,   in [0, 1], default 0
+                                           #  "position_bias": 0.0} in [0, 1], default 0
+                                           # other keys of the solver's options (seed) are allowed
+                                           # and ignored
         }
       ]
     }
@@ -47,10 +49,13 @@ against the 1/k chance). The reviews of one item are counted as independent ther
 **Theory**, for an arm with ``simulation``: the accuracy the simulation's model predicts
 (:mod:`.theory`: ``skill`` for a single call; the plurality of n independent or one-factor
 correlated draws for a panel or self-consistency — the tally's rule; a panel deciding by
-another rule is still shown plurality's value) and whether it lies in the measured interval;
+weighted vote, Borda or its chair is shown plurality's value for reference, with ``exact``
+false) and whether it lies in the measured interval;
 the effective votes n / (1 + (n - 1)·correlation); and, on two options with correlation 0
 and no early stop, the expected round 1 → 2 flip rates under conformity
-(:func:`.theory.conformity_flip_rates`, whose docstring derives them).
+(:func:`.theory.conformity_flip_rates`, whose docstring derives them); for reviews, the share
+that rank the first answer shown first, b + (1 - b)·chance for the simulated position bias b
+(the measured side estimates b itself: ``estimated_bias``).
 
 **Output.** :meth:`Report.as_json` (keys below, all always present; a figure that is undefined
 — an accuracy over no items — is ``null``) and :meth:`Report.table` (plain text, at most 100
@@ -72,10 +77,11 @@ columns, one row per arm in each section)::
                            "wrong_before", "right_to_wrong_rate", "wrong_to_right_rate"}]}
     REVIEWS = {"reviews", "unreadable",
                "position_bias": {"reviews", "chose_first", "observed", "expected", "excess",
-                                 "interval", "p_value"},
+                                 "interval", "p_value", "estimated_bias"},
                "self_preference": null | {"reviews", "self_first", "rate", "expected", "interval"}}
-    THEORY = {"simulation": {"skill", "correlation", "conformity", "options"}, "rule",
-              "accuracy", "within", "effective_votes",
+    THEORY = {"simulation": {"skill", "correlation", "conformity", "position_bias", "options"},
+              "rule", "exact", "accuracy", "within", "effective_votes",
+              "reviews": null | {"first_rate", "within"},
               "flips": null | {"from_round", "to_round", "right_to_wrong_rate",
                                "wrong_to_right_rate", "right_to_wrong_within",
                                "wrong_to_right_within"}}
@@ -88,8 +94,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, get_args
 
+from orchestrator.deliberation.answers import Protocol
 from orchestrator.evaluation.figures import (
     ArmFigures,
     ArmSpec,
@@ -100,6 +107,7 @@ from orchestrator.evaluation.figures import (
     Simulation,
     Theory,
     TheoryFlips,
+    TheoryReviews,
     TransitionFlips,
 )
 from orchestrator.evaluation.outcomes import Answer, ItemOutcome
@@ -122,6 +130,8 @@ from orchestrator.evaluation.theory import (
 )
 
 KINDS = ("panel", "single", "self_consistency")
+PROTOCOLS = get_args(Protocol)
+PLURALITY_RULES = ("vote", "consensus")  # decide by the latest round's plurality (consensus: at its round limit)
 
 
 class InvalidReportInput(ValueError):
@@ -187,6 +197,7 @@ def _read_arm(i: int, arm: object) -> ArmSpec:
     if not isinstance(arm, Mapping):
         raise InvalidReportInput(f"{where}: must be a mapping")
     name, kind, baseline, experts = arm.get("name"), arm.get("kind"), arm.get("baseline"), arm.get("experts")
+    decide = arm.get("decide", "vote")
     if not isinstance(name, str) or not name:
         raise InvalidReportInput(f"{where}.name: must be a non-empty string")
     if kind not in KINDS:
@@ -195,16 +206,18 @@ def _read_arm(i: int, arm: object) -> ArmSpec:
         raise InvalidReportInput(f"{where}.baseline: must be true or false")
     if isinstance(experts, bool) or not isinstance(experts, int) or experts < 1:
         raise InvalidReportInput(f"{where}.experts: must be a positive integer, got {experts!r}")
+    if decide not in PROTOCOLS:
+        raise InvalidReportInput(f"{where}.decide: must be one of {', '.join(PROTOCOLS)}, got {decide!r}")
     simulation = arm.get("simulation")
     return ArmSpec(name, kind, baseline, experts,
-                   None if simulation is None else _read_simulation(f"{where}.simulation", simulation))
+                   None if simulation is None else _read_simulation(f"{where}.simulation", simulation), decide)
 
 
 def _read_simulation(where: str, sim: object) -> Simulation:
     if not isinstance(sim, Mapping):
         raise InvalidReportInput(f"{where}: must be null or a mapping")
     probabilities = {}
-    for key, default in (("skill", None), ("correlation", 0.0), ("conformity", 0.0)):
+    for key, default in (("skill", None), ("correlation", 0.0), ("conformity", 0.0), ("position_bias", 0.0)):
         value = sim.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
             raise InvalidReportInput(f"{where}.{key}: must be a number in [0, 1], got {value!r}")
@@ -213,7 +226,7 @@ def _read_simulation(where: str, sim: object) -> Simulation:
     if isinstance(options, bool) or not isinstance(options, int) or options < 2:
         raise InvalidReportInput(f"{where}.options: must be an integer of at least 2, got {options!r}")
     return Simulation(skill=probabilities["skill"], options=options, correlation=probabilities["correlation"],
-                      conformity=probabilities["conformity"])
+                      conformity=probabilities["conformity"], position_bias=probabilities["position_bias"])
 
 
 def _arm(spec: ArmSpec, outcomes: list[ItemOutcome]) -> ArmFigures:
@@ -342,8 +355,21 @@ def _theory(spec: ArmSpec, sim: Simulation, measured: ArmFigures) -> Theory:
         rule, accuracy = "plurality", plurality_accuracy(n, sim.skill, sim.options)
     low, high = measured.interval
     votes = None if spec.kind == "single" else n / (1 + (n - 1) * sim.correlation)
+    exact = spec.kind != "panel" or spec.decide in PLURALITY_RULES
     return Theory(simulation=sim, rule=rule, accuracy=accuracy, within=low <= accuracy <= high,
-                  effective_votes=votes, flips=_theory_flips(spec, sim, measured.panel))
+                  effective_votes=votes, flips=_theory_flips(spec, sim, measured.panel), exact=exact,
+                  reviews=_theory_reviews(sim, measured.panel))
+
+
+def _theory_reviews(sim: Simulation, panel: PanelFigures | None) -> TheoryReviews | None:
+    """A reviewer of the simulation ranks the labels as shown with probability
+    ``position_bias``, else by its own answer, the order shown drawn at random: so position 0
+    comes first with probability b + (1 - b)·(1/k), averaged over the reviews' k."""
+    if panel is None or panel.reviews is None or not panel.reviews.reviews:
+        return None
+    position = panel.reviews.position
+    rate = sim.position_bias + (1 - sim.position_bias) * position.expected
+    return TheoryReviews(rate, _inside(rate, position.interval))
 
 
 def _theory_flips(spec: ArmSpec, sim: Simulation, panel: PanelFigures | None) -> TheoryFlips | None:

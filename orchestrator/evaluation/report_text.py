@@ -33,11 +33,12 @@ def within(flag: bool) -> str:
 def _arms(name: str, arms: Sequence[ArmFigures]) -> str:
     rows = []
     for a in arms:
-        theory = "-" if a.theory is None else f"{percent(a.theory.accuracy)} {within(a.theory.within)}"
+        theory = "-" if a.theory is None else (
+            f"{'' if a.theory.exact else '~'}{percent(a.theory.accuracy)} {within(a.theory.within)}")
         rows.append([a.name + (" *" if a.spec.baseline else ""), a.spec.kind.replace("self_consistency", "self-cons"),
                      str(a.items), str(a.correct), percent(a.accuracy), span(a.interval), amount(a.tokens_per_item),
                      amount(a.tokens_per_correct), str(a.failed), theory])
-    return grid(f"eval {name} (* baseline; accuracy and its 95 % interval in %)",
+    return grid(f"eval {name} (* baseline; accuracy and its 95 % interval in %; ~ plurality's theory, for reference)",
                 ["arm", "kind", "items", "right", "acc", "95% CI", "tok/item", "tok/right", "failed", "theory"], rows)
 
 
@@ -87,9 +88,13 @@ def _reviews(arms: Sequence[ArmFigures]) -> str:
         if r is None:
             continue
         s = r.self_preference
+        t = a.theory.reviews if a.theory else None
         rows.append([a.name, str(r.reviews), percent(r.position.observed), percent(r.position.expected),
-                     span(r.position.interval), p_value(r.position.p_value),
+                     span(r.position.interval), "-" if t is None else f"{percent(t.first_rate)} {within(t.within)}",
+                     decimal(r.estimated_bias), p_value(r.position.p_value),
                      "-" if s is None else f"{s.self_first}/{s.reviews}",
                      "-" if s is None else percent(s.rate), "-" if s is None else percent(s.expected)])
-    return grid("reviews (first shown ranked first, and own answer ranked first, against chance)",
-                ["arm", "reviews", "first", "chance", "95% CI", "p", "self-first", "self", "chance"], rows)
+    return grid("reviews (first shown ranked first, against chance and theory; the bias it estimates; own answer "
+                "ranked first, against chance)",
+                ["arm", "reviews", "first", "chance", "95% CI", "theory", "bias", "p", "self-first", "self", "chance"],
+                rows)

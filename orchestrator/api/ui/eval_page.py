@@ -78,8 +78,11 @@ def arms_table(arms: Sequence[ArmFigures]) -> Markup:
         name = Markup("{}{}").format(a.name, Markup(' <span class="label">baseline</span>') if a.spec.baseline else "")
         theory: Markup | str = "—"
         if a.theory is not None:
-            theory = Markup('<span title="{rule}">{v}</span> {w}').format(rule=a.theory.rule.replace("_", " "),
-                                                                          v=pct(a.theory.accuracy),
+            rule = a.theory.rule.replace("_", " ") + ("" if a.theory.exact else
+                                                      ": not how this panel decides, shown for reference")
+            theory = Markup('<span title="{rule}">{v}</span> {w}').format(rule=rule,
+                                                                          v=("" if a.theory.exact else "~")
+                                                                          + pct(a.theory.accuracy),
                                                                           w=_within(a.theory.within))
         rows.append((a.name, [("name", name), ("kind", a.spec.kind.replace("_", " ")), ("experts", str(a.spec.experts)),
                               ("items", count(a.items)), ("correct", count(a.correct)), ("accuracy", pct(a.accuracy)),
@@ -178,14 +181,19 @@ def reviews_table(arms: Sequence[ArmFigures]) -> Markup:
         if r is None:
             continue
         s = r.self_preference
+        t = a.theory.reviews if a.theory else None
         rows.append((a.name, [
             ("name", a.name), ("reviews", count(r.reviews)),
             ("observed", pct(r.position.observed)), ("expected", pct(r.position.expected)),
-            ("interval", pct_span(*r.position.interval)), ("p_value", f"{r.position.p_value:.3g}"),
+            ("interval", pct_span(*r.position.interval)),
+            ("theory", "—" if t is None else Markup("{} {}").format(pct(t.first_rate), _within(t.within))),
+            ("estimated_bias", f"{r.estimated_bias:.2f}"), ("p_value", f"{r.position.p_value:.3g}"),
             ("self_first", "—" if s is None else f"{s.self_first} of {s.reviews}"),
             ("rate", "—" if s is None else pct(s.rate)), ("self_expected", "—" if s is None else pct(s.expected))]))
     return _table("reviews", "Reviews",
-                  ["arm", "reviews", "first shown ranked first", "by chance", "95 % interval", "p", "own ranked first",
+                  ["arm", "reviews", "first shown ranked first", "by chance", "95 % interval", "theory",
+                   "estimated bias", "p", "own ranked first",
                    "rate", "by chance"], rows,
-                  "Position bias: how often the answer shown first was ranked first. Self-preference: how often a "
+                  "Position bias: how often the answer shown first was ranked first; the estimated bias is the "
+                  "share of reviews that ranked it first whatever it said. Self-preference: how often a "
                   "reviewer shown its own answer ranked it first.")

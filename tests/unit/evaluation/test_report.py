@@ -281,7 +281,7 @@ PANEL_KEYS = {"items", "present", "lost", "lost_rate", "flips", "agreement", "ro
               "effective_votes_experts", "effective_votes_items", "reviews"}
 FLIP_KEYS = {"right_to_wrong", "wrong_to_right", "right_before", "wrong_before", "right_to_wrong_rate",
              "wrong_to_right_rate"}
-THEORY_KEYS = {"simulation", "rule", "accuracy", "within", "effective_votes", "flips"}
+THEORY_KEYS = {"simulation", "rule", "exact", "accuracy", "within", "effective_votes", "flips", "reviews"}
 
 
 def test_json_keys_are_the_documented_ones() -> None:
@@ -306,12 +306,14 @@ def test_json_keys_are_the_documented_ones() -> None:
     data = build_report({"name": "y", "arms": [arm("p", simulation=sim)]}, outcomes).as_json()
     theory, reviewed = data["arms"][0]["theory"], data["arms"][0]["panel"]["reviews"]
     assert set(theory) == THEORY_KEYS
-    assert theory["simulation"] == {"skill": 0.7, "correlation": 0.0, "conformity": 0.2, "options": 2}
+    assert theory["simulation"] == {"skill": 0.7, "correlation": 0.0, "conformity": 0.2, "position_bias": 0.1,
+                                    "options": 2}
+    assert set(theory["reviews"]) == {"first_rate", "within"}
     assert set(theory["flips"]) == {"from_round", "to_round", "right_to_wrong_rate", "wrong_to_right_rate",
                                     "right_to_wrong_within", "wrong_to_right_within"}
     assert set(reviewed) == {"reviews", "unreadable", "position_bias", "self_preference"}
     assert set(reviewed["position_bias"]) == {"reviews", "chose_first", "observed", "expected", "excess", "interval",
-                                              "p_value"}
+                                              "p_value", "estimated_bias"}
     assert set(reviewed["self_preference"]) == {"reviews", "self_first", "rate", "expected", "interval"}
     json.dumps(data, allow_nan=False)
 
@@ -383,3 +385,47 @@ def test_compare_two_runs_arm_by_arm() -> None:
     assert any(line.split()[:8] == ["panel", "80", "60.0", "49.0-70.0", "70", "80.0", "69.2-87.7", "+20.0"]
                for line in text.splitlines())
     assert "only in A: old" in text and "only in B: new" in text
+
+
+def biased_reviews(n: int, bias: float, shown: int, seed: int) -> list[ItemOutcome]:
+    """Panels of three whose reviewers rank the first answer shown first with probability
+    ``bias``, else a position drawn uniformly: the simulated solver's reviewer."""
+    import random
+
+    rng = random.Random(seed)
+    names = ["ada", "bo", "cy", "di", "ed"][:shown]
+    out = []
+    for i in range(n):
+        reviews = [review(r, names, 0 if rng.random() < bias else rng.randrange(shown)) for r in ("x", "y", "z")]
+        out.append(outcome("panel", i, True, rounds=rounds_of([True, True, True]), reviews=reviews))
+    return out
+
+
+@pytest.mark.parametrize("bias", [0.0, 0.3, 0.6])
+def test_a_simulated_position_bias_is_predicted_and_estimated(bias: float) -> None:
+    sim = {"skill": 0.7, "options": 3, "position_bias": bias}
+    report = build_report({"name": "b", "arms": [arm("panel", experts=3, simulation=sim)]},
+                          biased_reviews(300, bias, shown=3, seed=int(bias * 10)))
+    panel = report.arm("panel")
+    assert panel.theory is not None and panel.theory.reviews is not None and panel.panel is not None
+    reviews = panel.panel.reviews
+    assert reviews is not None and reviews.reviews == 900
+    assert panel.theory.reviews.first_rate == pytest.approx(bias + (1 - bias) / 3)
+    assert panel.theory.reviews.within  # 900 reviews: the prediction lies in the measured interval
+    assert reviews.estimated_bias == pytest.approx(bias, abs=0.08)
+    data = report.as_json()["arms"][0]
+    assert data["panel"]["reviews"]["position_bias"]["estimated_bias"] == pytest.approx(reviews.estimated_bias)
+    text = report.table()
+    assert f"{100 * panel.theory.reviews.first_rate:.1f} in" in text  # the theory printed beside the rate
+
+
+def test_a_panel_deciding_by_another_rule_shows_plurality_for_reference_only() -> None:
+    sim = {"skill": 0.7, "options": 2}
+    outcomes = [outcome("panel", i, i % 5 != 0) for i in range(100)]
+    for decide, exact in (("vote", True), ("consensus", True), ("weighted_vote", False), ("borda", False),
+                          ("chair", False)):
+        theory = build_report({"name": "x", "arms": [{**arm("panel", experts=5, simulation=sim), "decide": decide}]},
+                              outcomes).arm("panel").theory
+        assert theory is not None and theory.rule == "plurality" and theory.exact is exact, decide
+    with pytest.raises(InvalidReportInput, match=r"arms\[0\]\.decide"):
+        build_report({"name": "x", "arms": [{**arm("panel", simulation=sim), "decide": "coin"}]}, outcomes)
