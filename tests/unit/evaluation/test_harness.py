@@ -296,3 +296,27 @@ def test_reviews_and_early_stops_reach_the_outcomes_as_stored(planes: Planes, tm
         view = conclave.get(o.plan_id)
         assert view.early_stop is not None and o.early_stopped
         assert o.tokens_saved == view.early_stop["tokens_saved"] > 0 and len(o.rounds) == 1
+
+
+def test_a_simulated_reviewers_position_bias_is_estimated_beside_its_theory(planes: Planes, tmp_path: Path) -> None:
+    """Reviewers of the simulated solver with position bias 0.5, each shown the three others'
+    answers: theory says the first shown is ranked first in 0.5 + 0.5/3 of the reviews; the
+    report built from the stored plans puts that beside the measured rate and estimates the bias."""
+    reviewed = {**BOARD, "rounds": 1, "review": {"anonymize": True, "exclude_self": True}}
+    (tmp_path / "panel.yaml").write_text(yaml.safe_dump(reviewed))
+    solver = {"provider": "offline", "options": {"latency": 0, "solver": {"skill": 0.6, "position_bias": 0.5}}}
+    spec = {"name": "biased", "generate": {"n": 60, "options": 3, "seed": 3}, "plan": "panel.yaml",
+            "decide": "borda", "models": {"solver": solver}, "baselines": {}}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    result = run(planes, tmp_path / "spec.yaml")
+    report = commands.build(result.stored, result.outcomes)
+    panel = report.arm("panel")
+    assert panel.panel is not None and panel.panel.reviews is not None and panel.theory is not None
+    reviews = panel.panel.reviews
+    assert reviews.reviews == 60 * 4 and reviews.position.expected == pytest.approx(1 / 3)
+    assert panel.theory.reviews is not None
+    assert panel.theory.reviews.first_rate == pytest.approx(0.5 + 0.5 / 3)
+    assert panel.theory.reviews.within, (reviews.position.observed, reviews.position.interval)
+    assert abs(reviews.estimated_bias - 0.5) < 0.15  # 240 reviews: about ±0.1 at 95 %
+    assert panel.theory.exact is False  # Borda: plurality's accuracy shown for reference only
+    assert "~" in report.table()
