@@ -13,6 +13,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -172,6 +173,7 @@ class UsageRow(Base):
     output_tokens: Mapped[int] = mapped_column(Integer)
     source: Mapped[str] = mapped_column(String(12))  # provider | estimated
     method: Mapped[str | None] = mapped_column(String(40))
+    cost_usd: Mapped[float | None] = mapped_column(Float)  # priced at the call (the registry's price)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

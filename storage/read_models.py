@@ -89,6 +89,7 @@ class UsageRecord:
     source: str
     method: str | None
     counted: bool  # derived: the row's attempt is the one that completed its phase
+    cost_usd: float | None = None  # the call's price when it was made; None: its model has none
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,14 @@ def counted() -> ColumnElement[bool]:
 
 def record_usage(db: Database, *, plan_id: str, phase_id: str, attempt: int, seq: int, purpose: str,
                  model: str, input_tokens: int, output_tokens: int, source: str,
-                 method: str | None) -> bool:
-    """Insert one call's usage. Returns False when that (phase, attempt, seq) is already on record."""
+                 method: str | None, cost_usd: float | None = None) -> bool:
+    """Insert one call's usage (``cost_usd``: its price at the time, None for a model without
+    one). Returns False when that (phase, attempt, seq) is already on record."""
     with db.statement() as conn:
         return db.sql.insert_usage(conn, {
             "plan_id": plan_id, "phase_id": phase_id, "attempt": attempt, "seq": seq, "purpose": purpose,
             "model": model, "input_tokens": input_tokens, "output_tokens": output_tokens, "source": source,
-            "method": method})
+            "method": method, "cost_usd": cost_usd})
 
 
 def spent_tokens(db: Database, plan_id: str) -> int:
@@ -47,4 +48,4 @@ def rows_for_plan(db: Database, plan_id: str) -> list[UsageRecord]:
                          .where(UsageRow.plan_id == plan_id).order_by(UsageRow.id))
         return [UsageRecord(phase_id=u.phase_id, attempt=u.attempt, seq=u.seq, purpose=u.purpose, model=u.model,
                             input_tokens=u.input_tokens, output_tokens=u.output_tokens, source=u.source,
-                            method=u.method, counted=bool(c)) for u, c in rows]
+                            method=u.method, counted=bool(c), cost_usd=u.cost_usd) for u, c in rows]

@@ -264,7 +264,7 @@ class PhaseRunner:
         self._durably(lambda: usage.record_usage(
             self.db, plan_id=work.plan_id, phase_id=work.phase.id, attempt=work.attempt, seq=seq,
             purpose=purpose, model=f"{spec.provider}:{spec.model or spec.name}", input_tokens=used.input_tokens,
-            output_tokens=used.output_tokens, source=used.source, method=used.method))
+            output_tokens=used.output_tokens, source=used.source, method=used.method, cost_usd=spec.cost(used)))
 
     def tallied(self, work: PhaseWork) -> Answered:
         """The ``decision`` phase: the tally of its inputs' stored verdicts

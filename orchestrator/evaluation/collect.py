@@ -99,7 +99,7 @@ def outcome_of(record: dict[str, Any], arm: dict[str, Any], item: dict[str, Any]
     return ItemOutcome(
         arm=arm["name"], item_id=str(item["id"]), expected=item["answer"], answer=answer,
         correct=scorer.grade(item, answer), plan_id=view.id, status=str(view.status),
-        tokens=view.usage.total_tokens, rounds=rounds,
+        tokens=view.usage.total_tokens, cost_usd=view.usage.cost_usd, rounds=rounds,
         rounds_correct=[{e: scorer.grade(item, a) for e, a in r.items()} for r in rounds],
         rounds_planned=int(plan.get("rounds", 2)) if plan.get("kind") == "board" else 1,
         early_stopped=view.early_stop is not None, tokens_saved=int((view.early_stop or {}).get("tokens_saved", 0)),

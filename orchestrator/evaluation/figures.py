@@ -192,6 +192,7 @@ class ArmFigures:
     cancelled: int
     panel: PanelFigures | None
     theory: Theory | None
+    cost_usd: float | None = None  # US dollars, when every item's calls were priced
 
     @property
     def name(self) -> str:
@@ -213,12 +214,22 @@ class ArmFigures:
     def tokens_per_correct(self) -> float | None:
         return self.tokens / self.correct if self.correct else None
 
+    @property
+    def cost_per_item(self) -> float | None:
+        return self.cost_usd / self.items if self.cost_usd is not None and self.items else None
+
+    @property
+    def cost_per_correct(self) -> float | None:
+        return self.cost_usd / self.correct if self.cost_usd is not None and self.correct else None
+
     def as_json(self) -> dict[str, Any]:
         s = self.spec
         return {"name": s.name, "kind": s.kind, "baseline": s.baseline, "experts": s.experts,
                 "items": self.items, "correct": self.correct, "accuracy": self.accuracy,
                 "interval": list(self.interval), "tokens": self.tokens, "tokens_per_item": self.tokens_per_item,
-                "tokens_per_correct": self.tokens_per_correct, "failed": self.failed, "cancelled": self.cancelled,
+                "tokens_per_correct": self.tokens_per_correct, "cost_usd": self.cost_usd,
+                "cost_per_item": self.cost_per_item, "cost_per_correct": self.cost_per_correct,
+                "failed": self.failed, "cancelled": self.cancelled,
                 "panel": self.panel.as_json() if self.panel else None,
                 "theory": self.theory.as_json() if self.theory else None}
 

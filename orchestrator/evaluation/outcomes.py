@@ -23,6 +23,7 @@ class ItemOutcome:
     plan_id: str
     status: str  # the plan's status: completed | failed | cancelled
     tokens: int  # the plan's total tokens (usage rows, waste excluded)
+    cost_usd: float | None = None  # what they cost, when every call's model had a price
     #: per round (in order), each expert's answer that round: a board's rounds, a team's one
     #: round of expert phases then one per debate; None for an abstention
     rounds: list[dict[str, Answer]] = field(default_factory=list)

@@ -63,6 +63,7 @@ columns, one row per arm in each section)::
 
     {"eval", "arms": [{"name", "kind", "baseline", "experts", "items", "correct", "accuracy",
                        "interval": [low, high], "tokens", "tokens_per_item", "tokens_per_correct",
+                       "cost_usd", "cost_per_item", "cost_per_correct",   # US dollars, null when unpriced
                        "failed", "cancelled", "panel": null | PANEL, "theory": null | THEORY}],
      "paired": [{"arm", "baseline", "items", "both_right", "only_arm", "only_baseline",
                  "both_wrong", "difference", "p_value"}]}
@@ -233,6 +234,7 @@ def _arm(spec: ArmSpec, outcomes: list[ItemOutcome]) -> ArmFigures:
     correct = sum(1 for o in outcomes if o.correct)
     figures = ArmFigures(
         spec=spec, items=len(outcomes), correct=correct, tokens=sum(o.tokens for o in outcomes),
+        cost_usd=_cost(outcomes),
         failed=sum(1 for o in outcomes if o.status == "failed"),
         cancelled=sum(1 for o in outcomes if o.status == "cancelled"),
         panel=None if spec.kind == "single" else _panel(outcomes), theory=None)  # one voter deliberates nothing
@@ -340,6 +342,13 @@ def _reviews(outcomes: list[ItemOutcome]) -> ReviewFigures | None:
     preference = SelfPreference(self_reviews, self_first, self_chance / self_reviews) if self_reviews else None
     return ReviewFigures(reviews=len(positions), unreadable=len(reviews) - len(positions),
                          position=position_bias(positions, shown), self_preference=preference)
+
+
+def _cost(outcomes: list[ItemOutcome]) -> float | None:
+    """The arm's dollars, if every item's were known (a sum that leaves items out is no cost)."""
+    if not outcomes or any(o.cost_usd is None for o in outcomes):
+        return None
+    return sum(o.cost_usd or 0.0 for o in outcomes)
 
 
 def _theory(spec: ArmSpec, sim: Simulation, measured: ArmFigures) -> Theory:

@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from orchestrator.evaluation.figures import ArmFigures, PairFigures
-from orchestrator.evaluation.tables import amount, decimal, grid, p_value, percent, span
+from orchestrator.evaluation.tables import amount, decimal, dollars, grid, p_value, percent, span
 
 
 def report_table(name: str, arms: Sequence[ArmFigures], pairs: Sequence[PairFigures]) -> str:
     sections = [_arms(name, arms)]
+    if any(a.cost_usd is not None for a in arms):  # the registry prices the models
+        sections.append(_dollars(arms))
     if pairs:
         sections.append(_pairs(pairs))
     panels = [a for a in arms if a.panel is not None]
@@ -40,6 +42,13 @@ def _arms(name: str, arms: Sequence[ArmFigures]) -> str:
                      amount(a.tokens_per_correct), str(a.failed), theory])
     return grid(f"eval {name} (* baseline; accuracy and its 95 % interval in %; ~ plurality's theory, for reference)",
                 ["arm", "kind", "items", "right", "acc", "95% CI", "tok/item", "tok/right", "failed", "theory"], rows)
+
+
+def _dollars(arms: Sequence[ArmFigures]) -> str:
+    rows = [[a.name, amount(a.tokens), dollars(a.cost_usd), dollars(a.cost_per_item), dollars(a.cost_per_correct)]
+            for a in arms]
+    return grid("cost (US dollars at the registry's prices when each call was made; - where a call had no price)",
+                ["arm", "tokens", "dollars", "$/item", "$/right"], rows)
 
 
 def _pairs(pairs: Sequence[PairFigures]) -> str:

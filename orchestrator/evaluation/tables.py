@@ -47,6 +47,13 @@ def amount(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
+def dollars(value: float | None) -> str:
+    """``$0.0123``: US dollars, to three significant places below a dollar."""
+    if value is None:
+        return "-"
+    return f"${value:,.2f}" if value >= 1 else f"${value:.3g}"
+
+
 def decimal(value: float | None, places: int = 2) -> str:
     return "-" if value is None else f"{value:.{places}f}"
 

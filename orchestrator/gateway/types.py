@@ -59,6 +59,14 @@ class ModelSpec:
     headers: Mapping[str, str] = field(default_factory=dict)
     trusted: bool = False
     egress: EgressPolicy | None = None
+    #: US dollars per million (input, output) tokens, from the operator's registry only
+    price: tuple[float, float] | None = None
+
+    def cost(self, used: Usage) -> float | None:
+        """What one call's usage cost in US dollars; None for a model without a price."""
+        if self.price is None:
+            return None
+        return (used.input_tokens * self.price[0] + used.output_tokens * self.price[1]) / 1_000_000
 
 
 @dataclass(frozen=True)

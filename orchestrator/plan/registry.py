@@ -73,10 +73,21 @@ RESERVED_HEADERS = frozenset({
 })
 
 
+class Price(BaseModel):
+    """US dollars per million tokens, as the provider bills them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0, le=100_000)
+    output: float = Field(ge=0, le=100_000)
+
+
 class RegisteredModel(ModelConfig):
-    """A registry entry: a plan's model fields plus ``headers`` (name -> variable)."""
+    """A registry entry: a plan's model fields plus ``headers`` (name -> variable) and its
+    ``price`` — the operator's alone: a plan cannot say what its calls cost."""
 
     headers: dict[str, str] = Field(default_factory=dict, max_length=20)
+    price: Price | None = None
 
     @field_validator("headers")
     @classmethod
@@ -283,10 +294,11 @@ class ModelResolver:
 
     def _registered(self, name: str) -> ModelSpec:
         entry = self.registry[name]
-        return self._build(name, entry, trusted=True, headers=entry.headers)
+        price = (entry.price.input, entry.price.output) if entry.price else None
+        return self._build(name, entry, trusted=True, headers=entry.headers, price=price)
 
     def _build(self, name: str, cfg: ModelConfig, *, trusted: bool,
-               headers: Mapping[str, str] | None = None) -> ModelSpec:
+               headers: Mapping[str, str] | None = None, price: tuple[float, float] | None = None) -> ModelSpec:
         s = self.settings
         options = dict(cfg.options)
         if cfg.provider == "offline":
@@ -298,7 +310,7 @@ class ModelResolver:
             max_output_tokens=cfg.max_output_tokens or s.max_output_tokens,
             context_window=cfg.context_window or s.context_window, temperature=cfg.temperature,
             max_retries=cfg.max_retries, options=options, headers=dict(headers or {}), trusted=trusted,
-            egress=None if trusted else self.egress)
+            egress=None if trusted else self.egress, price=price)
 
     def _builtin_default(self, name: str) -> ModelSpec:
         s = self.settings

@@ -25,6 +25,8 @@ class UsageView:
     estimated_tokens: int = 0  # of total_tokens, estimated where a provider reported nothing
     wasted_tokens: int = 0  # spent by attempts that died or lost the fence
     calls: int = 0  # model calls on record, waste included
+    #: US dollars, at the prices of the calls' time; None unless every call counted had a price
+    cost_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,15 @@ def _usage(rows: list[UsageRecord]) -> UsageView:
                      estimated=any(r.source != "provider" for r in cost),
                      provider_tokens=reported, estimated_tokens=tin + tout - reported,
                      wasted_tokens=sum(r.input_tokens + r.output_tokens for r in rows if not r.counted),
-                     calls=len(rows))
+                     calls=len(rows), cost_usd=_cost(cost))
+
+
+def _cost(rows: list[UsageRecord]) -> float | None:
+    """The dollars the rows cost, if every one of them was priced (no cost is known of a sum
+    that leaves some calls out). No rows: nothing was spent."""
+    if any(r.cost_usd is None for r in rows):
+        return None
+    return sum(r.cost_usd or 0.0 for r in rows)
 
 
 def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:

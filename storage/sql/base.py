@@ -244,7 +244,8 @@ class Statements:
     def _usage_insert(self) -> Any:
         return (self.insert(USAGE).values({c: bindparam(c) for c in (
             "plan_id", "phase_id", "attempt", "seq", "purpose", "model", "input_tokens", "output_tokens", "source",
-            "method")}).on_conflict_do_nothing(index_elements=[USAGE.c.phase_id, USAGE.c.attempt, USAGE.c.seq]))
+            "method", "cost_usd")})
+            .on_conflict_do_nothing(index_elements=[USAGE.c.phase_id, USAGE.c.attempt, USAGE.c.seq]))
 
     @cached_property
     def _renew(self) -> Update:

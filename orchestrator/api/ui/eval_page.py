@@ -32,6 +32,7 @@ from orchestrator.api.ui.plots import (
 )
 from orchestrator.evaluation.figures import ArmFigures, PairFigures
 from orchestrator.evaluation.report import Report
+from orchestrator.evaluation.tables import dollars
 from storage.identity import Principal
 
 Cell = tuple[str, Markup | str]  # (data-figure, content)
@@ -72,6 +73,10 @@ def _tokens(value: float | None) -> str:
     return "—" if value is None else f"{value:,.0f}"
 
 
+def _dollars(value: float | None) -> str:
+    return "—" if value is None else dollars(value)
+
+
 def arms_table(arms: Sequence[ArmFigures]) -> Markup:
     rows = []
     for a in arms:
@@ -88,9 +93,13 @@ def arms_table(arms: Sequence[ArmFigures]) -> Markup:
                               ("items", count(a.items)), ("correct", count(a.correct)), ("accuracy", pct(a.accuracy)),
                               ("interval", pct_span(*a.interval)), ("theory", theory),
                               ("tokens_per_item", _tokens(a.tokens_per_item)),
-                              ("tokens_per_correct", _tokens(a.tokens_per_correct)), ("failed", count(a.failed))]))
+                              ("tokens_per_correct", _tokens(a.tokens_per_correct)),
+                              ("cost_per_item", _dollars(a.cost_per_item)),
+                              ("cost_per_correct", _dollars(a.cost_per_correct)),
+                              ("failed", count(a.failed))]))
     return _table("arms", "Arms", ["arm", "kind", "experts", "items", "correct", "accuracy", "95 % interval",
-                                   "theory", "tokens / item", "tokens / correct", "failed"], rows)
+                                   "theory", "tokens / item", "tokens / correct", "$ / item", "$ / correct",
+                                   "failed"], rows)
 
 
 def plots(arms: Sequence[ArmFigures]) -> Markup:

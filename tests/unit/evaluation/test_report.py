@@ -275,7 +275,8 @@ def test_theory_outside_the_interval_says_so() -> None:
 
 
 ARM_KEYS = {"name", "kind", "baseline", "experts", "items", "correct", "accuracy", "interval", "tokens",
-            "tokens_per_item", "tokens_per_correct", "failed", "cancelled", "panel", "theory"}
+            "tokens_per_item", "tokens_per_correct", "cost_usd", "cost_per_item", "cost_per_correct", "failed",
+            "cancelled", "panel", "theory"}
 PANEL_KEYS = {"items", "present", "lost", "lost_rate", "flips", "agreement", "rounds_used", "rounds_planned",
               "early_stopped", "early_stop_share", "tokens_saved", "tokens_saved_per_item", "effective_votes",
               "effective_votes_experts", "effective_votes_items", "reviews"}
@@ -429,3 +430,23 @@ def test_a_panel_deciding_by_another_rule_shows_plurality_for_reference_only() -
         assert theory is not None and theory.rule == "plurality" and theory.exact is exact, decide
     with pytest.raises(InvalidReportInput, match=r"arms\[0\]\.decide"):
         build_report({"name": "x", "arms": [{**arm("panel", simulation=sim), "decide": "coin"}]}, outcomes)
+
+
+def test_dollars_per_item_and_per_correct_answer_when_every_call_was_priced() -> None:
+    priced = [outcome("panel", i, i < 6, cost_usd=0.002) for i in range(8)]
+    single = [outcome("single", i, i < 4, cost_usd=0.0005) for i in range(8)]
+    unpriced = [*(outcome("free", i, True, cost_usd=0.01) for i in range(3)), outcome("free", 3, True)]
+    record = {"name": "d", "arms": [arm("panel"), arm("single", "single", baseline=True, experts=1), arm("free")]}
+    report = build_report(record, priced + single + unpriced)
+    panel, one, free = report.arm("panel"), report.arm("single"), report.arm("free")
+    assert panel.cost_usd == pytest.approx(0.016) and panel.cost_per_item == pytest.approx(0.002)
+    assert panel.cost_per_correct == pytest.approx(0.016 / 6)
+    assert one.cost_per_correct == pytest.approx(0.004 / 4)
+    assert free.cost_usd is None and free.cost_per_item is None  # one item unpriced: no partial sum
+    data = {a["name"]: a for a in report.as_json()["arms"]}
+    assert data["panel"]["cost_per_item"] == pytest.approx(0.002) and data["free"]["cost_usd"] is None
+    text = report.table()
+    assert "$/item" in text and "$0.002 " in text and "$0.00267" in text and "$0.001\n" in text and "$0.016 " in text
+    assert "single *" in text  # the dollars take no room from the names
+    assert max(len(line) for line in text.splitlines()) <= WIDTH
+    assert "$/item" not in build_report({"name": "d", "arms": [arm("free")]}, unpriced).table()
