@@ -57,7 +57,9 @@ from orchestrator.core.settings import OWN_PREFIX, Settings
 from orchestrator.gateway.failures import EgressRefused, ModelNotAllowed
 from orchestrator.gateway.providers.offline.options import option_problems
 from orchestrator.gateway.types import ModelSpec
-from orchestrator.plan.schema import BoardPlan, ModelConfig, SafeLoader, TeamPlan
+from orchestrator.plan.field_errors import dotted, unknown_field
+from orchestrator.plan.plan_text import SafeLoader, position, yaml_problem
+from orchestrator.plan.schema import BoardPlan, ModelConfig, TeamPlan
 
 Plan = BoardPlan | TeamPlan
 
@@ -120,14 +122,18 @@ def load_registry(path: Path) -> dict[str, RegisteredModel]:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=SafeLoader)
     except OSError as exc:
         raise _invalid(where, "", f"cannot read it: {exc.strerror}") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise _invalid(where, "", f"not valid YAML/JSON: {str(exc).splitlines()[0]}") from None
+    except yaml.YAMLError as exc:
+        problem, line, column = yaml_problem(exc)
+        at = f"{position(None, line, column)}: " if line is not None else ""
+        raise _invalid(where, "", f"{at}not valid YAML/JSON: {problem}") from None
+    except UnicodeDecodeError as exc:
+        raise _invalid(where, "", f"not valid UTF-8 (byte {exc.start})") from None
     if not isinstance(data, dict) or "models" not in data:
         raise _invalid(where, "models", "the file must be a mapping with a 'models:' mapping of named models")
     try:
         return dict(_RegistryFile.model_validate(data).models)
     except ValidationError as exc:
-        details = [{"field": _field(err["loc"]), "message": _message(err), "file": str(path)} for err in exc.errors()]
+        details = [{"field": dotted(err["loc"]), "message": _message(err), "file": str(path)} for err in exc.errors()]
         first = details[0]
         raise InvalidConfiguration(f"{where}: {first['field']}: {first['message']}", details=details) from None
 
@@ -137,16 +143,9 @@ def _invalid(where: str, field: str, message: str) -> InvalidConfiguration:
                                 details=[{"field": field, "message": message}])
 
 
-def _field(loc: Any) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def _message(err: Any) -> str:
     if err["type"] == "extra_forbidden":
-        return "unknown field"
+        return unknown_field(_RegistryFile, err["loc"])
     return str(err["msg"]).removeprefix("Value error, ")
 
 
