@@ -54,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from orchestrator.core.errors import InvalidConfiguration, InvalidPlan
 from orchestrator.core.settings import OWN_PREFIX, Settings
+from orchestrator.gateway.credentials import unset_credentials
 from orchestrator.gateway.failures import EgressRefused, ModelNotAllowed
 from orchestrator.gateway.providers.offline.options import option_problems
 from orchestrator.gateway.types import ModelSpec
@@ -253,6 +254,36 @@ class ModelResolver:
                 except EgressRefused as exc:
                     problems.append(_Problem(f"{at}.base_url", exc.message, egress=True))
         return problems
+
+    def check_credentials(self, plan: Plan) -> None:
+        """Refuse a plan whose calls THIS process would make without their credentials (embedded
+        mode: the worker is this process, its environment this one): every model an expert uses
+        whose ``api_key_env`` (or a configured header's variable) is unset here, as
+        :class:`InvalidConfiguration` naming the model, the variable and the fields that use it.
+        Variables' names only, never a value. A model that does not resolve is left to
+        :meth:`check_plan`."""
+        users: dict[str, list[str]] = {}
+        for field, expert in plan.named_experts():
+            users.setdefault(expert.model, []).append(f"{field}.model")
+            for i, fallback in enumerate(expert.fallback_models):
+                users.setdefault(fallback, []).append(f"{field}.fallback_models[{i}]")
+        details = []
+        for name, fields in users.items():
+            try:
+                spec = self.spec(plan, name)
+            except (ModelNotAllowed, EgressRefused):
+                continue
+            who = ", ".join(f.removesuffix(".model") for f in fields[:4]) + (", …" if len(fields) > 4 else "")
+            for unset in unset_credentials(spec):
+                here = " in this environment" if unset.variable else ""
+                fix = f"export {unset.variable}=… and run again" if unset.variable else f"give model {name!r} one"
+                details.append({"field": fields[0], "message": f"model {name!r} needs {unset}{here}",
+                                "fix": f"{fix}, or give {who} another model"})
+        if details:
+            first = details[0]
+            more = f" ({len(details) - 1} more below)" if len(details) > 1 else ""
+            raise InvalidConfiguration(f"{first['field']}: {first['message']}; {first['fix']} — nothing was "
+                                       f"started{more}", details=details)
 
     # ------------------------------------------------------------------ call time
 
