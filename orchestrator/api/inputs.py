@@ -96,13 +96,12 @@ def media_type(request: Request) -> str | None:
 # ------------------------------------------------------------------ body
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, at most ``limit`` bytes (413 beyond)."""
-    too_large = BodyTooLarge(f"the body is larger than {limit} bytes (CONCLAVE_MAX_PLAN_BYTES)",
-                             details=field_error("body", f"larger than {limit} bytes"))
+async def read_body(request: Request, limit: int, *, what: str = "the body", setting: str | None = None) -> bytes:
+    """The request body, at most ``limit`` bytes (413 beyond, saying how large it was and,
+    when one does, which ``setting`` raises the limit)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit * DRAIN_FACTOR:
-        raise too_large  # not worth draining; the server closes the connection
+        raise _too_large(what, int(declared), limit, setting, exact=True)  # not worth draining
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
@@ -112,8 +111,17 @@ async def read_body(request: Request, limit: int) -> bytes:
         elif size > limit * DRAIN_FACTOR:
             break
     if size > limit:
-        raise too_large
+        exact = size <= limit * DRAIN_FACTOR or (declared is not None and declared.isdigit())
+        seen = int(declared) if declared is not None and declared.isdigit() else size
+        raise _too_large(what, seen, limit, setting, exact=exact)
     return b"".join(chunks)
+
+
+def _too_large(what: str, size: int, limit: int, setting: str | None, *, exact: bool) -> BodyTooLarge:
+    seen = f"{'' if exact else 'more than '}{size:,} bytes ({size / 1_000_000:.1f} MB)"
+    raises = f" (the server's {setting} raises it)" if setting else ""
+    return BodyTooLarge(f"{what} is {seen}; the limit is {limit:,} bytes{raises}",
+                        details=field_error("body", f"{seen}, over the limit of {limit:,} bytes"))
 
 
 def decode(body: bytes) -> str:

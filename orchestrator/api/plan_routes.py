@@ -56,6 +56,7 @@ from orchestrator.core.errors import (
     SubmitRateLimited,
 )
 from orchestrator.core.settings import Settings
+from orchestrator.plan.plan_text import SIZE_SETTING
 from orchestrator.plan.schema import MAX_LABELS, TASK_ID_RE
 from orchestrator.plan.views import PlanView
 from storage.identity import READ, WRITE, Principal
@@ -107,7 +108,7 @@ def plans_router(settings: Settings) -> APIRouter:
         """Store a plan (JSON or YAML; bare or as `{"plan": …}`) in the caller's tenant and start it.
         Idempotent per `task_id` within the tenant."""
         kind = inp.document_type(request)  # refused before the body is read
-        body = await inp.read_body(request, limit)
+        body = await inp.read_body(request, limit, what="the plan", setting=SIZE_SETTING)
         doc = await run_in_threadpool(inp.parse_document, body, kind, max_bytes=limit)  # CPU: off the event loop
         plan = _unwrap(doc)
         try:

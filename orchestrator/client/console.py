@@ -27,6 +27,7 @@ from rich.text import Text
 
 from orchestrator.briefing.documents import CitationView
 from orchestrator.client.conclave import Conclave
+from orchestrator.client.live_text import live_text
 from orchestrator.core.bus import drain
 from orchestrator.plan.views import EARLY_STOP, PhaseView, PlanView
 from storage.status import PHASE_FINAL, PhaseStatus, PlanStatus
@@ -247,10 +248,11 @@ class MeetingView:
         parts += ["  ·  ", (tokens, "dim"), "  ·  ", ("speaking: " + speaking, "cyan")]
         panels: list[Any] = [Text.assemble(*parts)]
         for p in running:
-            tail = self.streams.get(p.key, "")[-600:]
+            tail = self.streams.get(p.key, "")[-1200:]  # cut again at a word by live_text
             waited = now - self.seen_running[p.key]
-            body = tail or f"… waiting for the first words ({waited:.0f}s)"
-            panels.append(Panel(Text(body, overflow="fold"), title=f"[cyan]{escape(phase_title(p))}[/cyan] ▌",
+            body = live_text(tail, 600) if tail else Text(f"… waiting for the first words ({waited:.0f}s)")
+            body.overflow = "fold"
+            panels.append(Panel(body, title=f"[cyan]{escape(phase_title(p))}[/cyan] ▌",
                                 title_align="left", border_style="cyan",
                                 height=min(10, 3 + tail.count("\n") + len(tail) // 90)))
         return Group(*panels)

@@ -73,14 +73,17 @@ class LocalBackend:
     # -------------------------------------------------------------- operations
 
     def submit_result(self, plan: PlanSource) -> SubmitResult:
-        # embedded, this process is the user's side: it reads the briefing's paths; a
-        # cluster's coordinator refuses a plan that still names one
+        # embedded, this process is the user's side: it reads the briefing's paths (a
+        # cluster's coordinator refuses a plan that still names one), and it is the worker:
+        # a model whose key is not in this environment refuses the plan before it starts
         if self.settings.embedded:
             local = load_local_plan(plan, self.settings)
             for skipped in local.skipped:
                 log.warning("briefing: skipped %s: %s", skipped.path, skipped.reason,
                             extra={"action": "briefing.skipped"})
             plan = local.plan
+            self.coordinator.models.check_plan(local.plan)  # an unknown model first, as on a cluster
+            self.coordinator.models.check_credentials(local.plan)
         return self.coordinator.submit(plan)
 
     def get(self, plan_id: str) -> PlanView:

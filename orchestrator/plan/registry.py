@@ -54,10 +54,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from orchestrator.core.errors import InvalidConfiguration, InvalidPlan
 from orchestrator.core.settings import OWN_PREFIX, Settings
+from orchestrator.gateway.credentials import unset_credentials
 from orchestrator.gateway.failures import EgressRefused, ModelNotAllowed
 from orchestrator.gateway.providers.offline.options import option_problems
 from orchestrator.gateway.types import ModelSpec
-from orchestrator.plan.schema import BoardPlan, ModelConfig, SafeLoader, TeamPlan
+from orchestrator.plan.field_errors import dotted, unknown_field
+from orchestrator.plan.plan_text import SafeLoader, position, yaml_problem
+from orchestrator.plan.schema import BoardPlan, ModelConfig, TeamPlan
 
 Plan = BoardPlan | TeamPlan
 
@@ -131,14 +134,18 @@ def load_registry(path: Path) -> dict[str, RegisteredModel]:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=SafeLoader)
     except OSError as exc:
         raise _invalid(where, "", f"cannot read it: {exc.strerror}") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise _invalid(where, "", f"not valid YAML/JSON: {str(exc).splitlines()[0]}") from None
+    except yaml.YAMLError as exc:
+        problem, line, column = yaml_problem(exc)
+        at = f"{position(None, line, column)}: " if line is not None else ""
+        raise _invalid(where, "", f"{at}not valid YAML/JSON: {problem}") from None
+    except UnicodeDecodeError as exc:
+        raise _invalid(where, "", f"not valid UTF-8 (byte {exc.start})") from None
     if not isinstance(data, dict) or "models" not in data:
         raise _invalid(where, "models", "the file must be a mapping with a 'models:' mapping of named models")
     try:
         return dict(_RegistryFile.model_validate(data).models)
     except ValidationError as exc:
-        details = [{"field": _field(err["loc"]), "message": _message(err), "file": str(path)} for err in exc.errors()]
+        details = [{"field": dotted(err["loc"]), "message": _message(err), "file": str(path)} for err in exc.errors()]
         first = details[0]
         raise InvalidConfiguration(f"{where}: {first['field']}: {first['message']}", details=details) from None
 
@@ -148,16 +155,9 @@ def _invalid(where: str, field: str, message: str) -> InvalidConfiguration:
                                 details=[{"field": field, "message": message}])
 
 
-def _field(loc: Any) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def _message(err: Any) -> str:
     if err["type"] == "extra_forbidden":
-        return "unknown field"
+        return unknown_field(_RegistryFile, err["loc"])
     return str(err["msg"]).removeprefix("Value error, ")
 
 
@@ -265,6 +265,36 @@ class ModelResolver:
                 except EgressRefused as exc:
                     problems.append(_Problem(f"{at}.base_url", exc.message, egress=True))
         return problems
+
+    def check_credentials(self, plan: Plan) -> None:
+        """Refuse a plan whose calls THIS process would make without their credentials (embedded
+        mode: the worker is this process, its environment this one): every model an expert uses
+        whose ``api_key_env`` (or a configured header's variable) is unset here, as
+        :class:`InvalidConfiguration` naming the model, the variable and the fields that use it.
+        Variables' names only, never a value. A model that does not resolve is left to
+        :meth:`check_plan`."""
+        users: dict[str, list[str]] = {}
+        for field, expert in plan.named_experts():
+            users.setdefault(expert.model, []).append(f"{field}.model")
+            for i, fallback in enumerate(expert.fallback_models):
+                users.setdefault(fallback, []).append(f"{field}.fallback_models[{i}]")
+        details = []
+        for name, fields in users.items():
+            try:
+                spec = self.spec(plan, name)
+            except (ModelNotAllowed, EgressRefused):
+                continue
+            who = ", ".join(f.removesuffix(".model") for f in fields[:4]) + (", …" if len(fields) > 4 else "")
+            for unset in unset_credentials(spec):
+                here = " in this environment" if unset.variable else ""
+                fix = f"export {unset.variable}=… and run again" if unset.variable else f"give model {name!r} one"
+                details.append({"field": fields[0], "message": f"model {name!r} needs {unset}{here}",
+                                "fix": f"{fix}, or give {who} another model"})
+        if details:
+            first = details[0]
+            more = f" ({len(details) - 1} more below)" if len(details) > 1 else ""
+            raise InvalidConfiguration(f"{first['field']}: {first['message']}; {first['fix']} — nothing was "
+                                       f"started{more}", details=details)
 
     # ------------------------------------------------------------------ call time
 

@@ -8,27 +8,25 @@ secrets: a model names the environment variable holding its key.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from orchestrator.briefing.entries import BriefingDocument, check_briefing
 from orchestrator.core.errors import InvalidPlan
 from orchestrator.deliberation.answers import AnswerSpec, ChoiceAnswer, Protocol, Review, StopWhen
+from orchestrator.plan.field_errors import UNKNOWN, dotted, unknown_field
+from orchestrator.plan.field_errors import FieldError as _FieldError
+from orchestrator.plan.plan_text import SafeLoader as SafeLoader  # where the API and the registry find it
+from orchestrator.plan.plan_text import parse_plan_text, read_plan_file, too_large
 from storage.ids import as_plan_id
 
 PROVIDERS = ("offline", "openai", "ollama", "anthropic")
 ANSWER_TYPES = ("choice", "number", "text")
 NAME_RE = r"^[A-Za-z][A-Za-z0-9 _.'-]{0,39}$"
 ID_RE = r"^[a-z0-9][a-z0-9_-]{0,59}$"
-
-# libyaml's loader when PyYAML has it (the wheels do): the same safe subset, ~10x faster,
-# so a large YAML body costs the API milliseconds rather than seconds of CPU.
-SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 Text = Annotated[str, Field(min_length=1, max_length=20_000)]
 TASK_ID_RE = r"^[A-Za-z0-9_.:\-/]+$"
@@ -283,13 +281,6 @@ class _Document(BaseModel):
     plan: PlanSpec
 
 
-class _FieldError(ValueError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-
 def find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
     """A dependency cycle as a path (first node repeated at the end), or None."""
     state: dict[str, int] = {}
@@ -329,7 +320,7 @@ def parse_plan(data: Any) -> BoardPlan | TeamPlan:
     try:
         return _Document.model_validate({"plan": data}).plan
     except ValidationError as exc:
-        details = [_detail(err) for err in exc.errors()]
+        details = _misspelt_first([_detail(err) for err in exc.errors()])
         first = details[0]
         where = f"{first['field']}: " if first["field"] else ""
         raise InvalidPlan(f"invalid plan: {where}{first['message']}", details=details) from None
@@ -347,13 +338,22 @@ def _detail(err: Any) -> dict[str, str]:
     if loc and loc[0] in ("board", "team"):
         loc = loc[1:]  # drop the discriminator tag
     loc = [part for i, part in enumerate(loc) if not (i and loc[i - 1] == "answer" and part in ANSWER_TYPES)]
-    field = ""
-    for part in loc:
-        field += f"[{part}]" if isinstance(part, int) else (f".{part}" if field else str(part))
+    field = dotted(loc)
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        msg = "unknown field" + (" (plans never carry keys: use api_key_env)" if "key" in field else "")
+        msg = unknown_field(_Document, err["loc"])
+        if _names_a_secret(loc[-1]) and (msg == UNKNOWN or "'api_key_env'" in msg):  # a pasted key
+            msg = f"{UNKNOWN} (plans never carry keys: use api_key_env)"
     return {"field": field, "message": msg}
+
+
+def _names_a_secret(name: object) -> bool:
+    return str(name).lower().replace("-", "_").endswith(("key", "token", "secret", "password"))
+
+
+def _misspelt_first(details: list[dict[str, str]]) -> list[dict[str, str]]:
+    """A misspelt field explains the "Field required" beside it: it is named first."""
+    return sorted(details, key=lambda d: "did you mean" not in d["message"])
 
 
 def load_plan(source: str | Path | dict[str, Any] | BoardPlan | TeamPlan, *,
@@ -361,15 +361,11 @@ def load_plan(source: str | Path | dict[str, Any] | BoardPlan | TeamPlan, *,
     """Load and validate a plan from a path, a YAML/JSON string, a mapping or a plan object."""
     if isinstance(source, BoardPlan | TeamPlan | dict):
         return parse_plan(source)
-    text = _read_file(Path(source), max_bytes) if _is_path(source) else str(source)
+    path = Path(source) if _is_path(source) else None
+    text = read_plan_file(path, max_bytes) if path is not None else str(source)
     if len(text.encode()) > max_bytes:
-        raise InvalidPlan(f"plan is larger than {max_bytes} bytes",
-                          details=[{"field": "", "message": "too large"}])
-    try:
-        data = json.loads(text) if text.lstrip().startswith("{") else yaml.load(text, Loader=SafeLoader)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise InvalidPlan(f"plan is not valid YAML/JSON: {exc}",
-                          details=[{"field": "", "message": "unparseable"}]) from None
+        raise too_large(f"plan file {path}" if path is not None else "the plan", len(text.encode()), max_bytes)
+    data = parse_plan_text(text, str(path) if path is not None else None)
     return parse_plan(data)
 
 
@@ -392,22 +388,6 @@ def _is_path(source: str | Path) -> bool:
     except (OSError, ValueError):  # too long or otherwise not a name a file could have
         return False
     return exists or source.endswith((".yaml", ".yml", ".json")) or ":" not in source
-
-
-def _read_file(path: Path, max_bytes: int) -> str:
-    try:
-        if not path.is_file():
-            problem = "it is a directory" if path.is_dir() else "no such file"
-            raise InvalidPlan(f"cannot read plan file {str(path)!r}: {problem}",
-                              details=[{"field": "", "message": problem}])
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise InvalidPlan(f"plan file is {size} bytes, the limit is {max_bytes}",
-                              details=[{"field": "", "message": "too large"}])
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InvalidPlan(f"cannot read plan file {str(path)!r}: {exc.strerror}",
-                          details=[{"field": "", "message": str(exc.strerror)}]) from None
 
 
 def dump_plan(plan: BoardPlan | TeamPlan) -> dict[str, Any]:
@@ -469,8 +449,7 @@ def check_update(title: str, labels: list[str], max_debates: int, patch: Any) ->
 
 
 def _patch_detail(err: Any) -> dict[str, str]:
-    field = ""
-    for part in err["loc"]:
-        field += f"[{part}]" if isinstance(part, int) else (f".{part}" if field else str(part))
-    msg = "unknown field" if err["type"] == "extra_forbidden" else str(err["msg"]).removeprefix("Value error, ")
+    field = dotted(err["loc"])
+    msg = (unknown_field(PlanUpdate, err["loc"]) if err["type"] == "extra_forbidden"
+           else str(err["msg"]).removeprefix("Value error, "))
     return {"field": field or "body", "message": msg}

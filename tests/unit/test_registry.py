@@ -73,7 +73,11 @@ def refused(r: ModelResolver, p: Any) -> InvalidPlan:
     ("models: [gpt]\n", "models", "dictionary"),
     ("gpt:\n  provider: openai\n", "models", "'models:'"),
     ("models: {}\nextra: 1\n", "extra", "unknown field"),
-    ("models: {gpt: [unclosed\n", "", "not valid YAML"),
+    ("models: {gpt: [unclosed\n", "", "line 2, column 1: not valid YAML"),
+    ("models:\n  gpt:\n    provider: openai\n    api_key_evn: K\n", "models.gpt.api_key_evn",
+     "unknown field — did you mean 'api_key_env'?"),
+    ("models:\n  az:\n    header: {api-key: KEY}\n", "models.az.header", "did you mean 'headers'?"),
+    ("model: {}\n", "models", "'models:'"),
 ])
 def test_registry_errors_name_the_file_and_the_field(tmp_path: Path, text: str, field: str, words: str) -> None:
     path = write(tmp_path, text)

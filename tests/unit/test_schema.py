@@ -121,8 +121,10 @@ def test_oversized_inputs_are_rejected() -> None:
     doc = copy.deepcopy(BOARD)
     doc["experts"] = [{"name": f"E{i}", "role": "r"} for i in range(25)]
     assert fields(rejected(doc)) == ["experts"]
-    with pytest.raises(InvalidPlan, match="larger than"):
+    with pytest.raises(InvalidPlan) as info:
         load_plan("title: " + "x" * 2000 + "\n", max_bytes=1000)
+    assert info.value.message == ("the plan is 2,008 bytes (0.0 MB); the limit is 1,000 bytes "
+                                  "(set CONCLAVE_MAX_PLAN_BYTES to raise it)")
 
 
 def test_unknown_field_and_inline_keys_are_rejected() -> None:

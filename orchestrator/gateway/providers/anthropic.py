@@ -33,9 +33,13 @@ class AnthropicProvider(HttpProvider):
     name = "anthropic"
     default_base_url = "https://api.anthropic.com"
 
-    def http_request(self, spec: ModelSpec, request: ChatRequest, *, streaming: bool) -> HttpRequest:
+    @classmethod
+    def key_required(cls, spec: ModelSpec) -> bool:
         # a gateway may take the key in a configured header instead
-        secret = api_key(spec, required="x-api-key" not in {h.lower() for h in spec.headers})
+        return "x-api-key" not in {h.lower() for h in spec.headers}
+
+    def http_request(self, spec: ModelSpec, request: ChatRequest, *, streaming: bool) -> HttpRequest:
+        secret = api_key(spec, required=self.key_required(spec))
         url = endpoint(spec.base_url or self.default_base_url, "/v1", "/messages")
         headers = {"anthropic-version": API_VERSION}
         if secret:

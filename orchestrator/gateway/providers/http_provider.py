@@ -64,6 +64,12 @@ class HttpProvider:
     def __init__(self, *, transport: httpx.BaseTransport | None = None) -> None:
         self._transport = transport
 
+    @classmethod
+    def key_required(cls, spec: ModelSpec) -> bool:
+        """Whether a call of ``spec`` cannot go without ``api_key_env`` (a key set in it
+        is always sent; :mod:`orchestrator.gateway.credentials` asks this before a run)."""
+        return False
+
     def stream(self, spec: ModelSpec, request: ChatRequest) -> HttpEventStream:
         return HttpEventStream(lambda handle: self._events(handle, spec, request))
 

@@ -36,8 +36,12 @@ class OpenAIProvider(HttpProvider):
     name = "openai"
     default_base_url = "https://api.openai.com/v1"
 
+    @classmethod
+    def key_required(cls, spec: ModelSpec) -> bool:
+        return spec.base_url is None  # the default: OpenAI's own API
+
     def http_request(self, spec: ModelSpec, request: ChatRequest, *, streaming: bool) -> HttpRequest:
-        secret = api_key(spec, required=spec.base_url is None)
+        secret = api_key(spec, required=self.key_required(spec))
         url = endpoint(spec.base_url or self.default_base_url, "/v1", "/chat/completions")
         headers = {"Accept": "text/event-stream" if streaming else "application/json"}
         if secret:
