@@ -319,7 +319,8 @@ def test_the_cli_with_url_and_token_from_the_environment(server: Any, client: An
                                                                     "cancelled": []}
     resume = run_cli(["resume", plan_id, "--json"], tmp_path, env=env)
     assert resume.returncode == 0, resume.stderr
-    assert json.loads(resume.stdout) == {"plan_id": plan_id, "status": "completed", "enqueued": [], "retried": []}
+    assert json.loads(resume.stdout) == {"plan_id": plan_id, "status": "completed", "enqueued": [], "retried": [],
+                                         "reason": "the plan completed: nothing is left to run"}
 
     wrong = run_cli(["status", plan_id], tmp_path, env={**env, "CONCLAVE_TOKEN": "not-the-token"})
     assert wrong.returncode == 2
