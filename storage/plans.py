@@ -167,8 +167,7 @@ PREFIX_CANDIDATES = 10  # at most this many ids named by an ambiguous prefix's e
 
 def _by_prefix(db: Database, ref: str, prefix: str, tenant: str | None) -> str:
     q = select(Plan.id).where(Plan.id.like(f"{prefix}%"))  # hex digits and hyphens: nothing to escape
-    if tenant is not None:
-        q = q.where(Plan.tenant == tenant)
+    q = q if tenant is None else q.where(Plan.tenant == tenant)
     with db.transaction() as s:
         ids = [str(i) for i in s.scalars(q.order_by(Plan.id).limit(PREFIX_CANDIDATES + 1))]
     if not ids:

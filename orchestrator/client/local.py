@@ -52,6 +52,8 @@ def tenant_principal(tenant: str) -> Principal:
 
 
 class LocalBackend:
+    tenant: str | None = None  # the operator unless set (see the module docstring)
+    principal: Principal | None = None
     def __init__(self, settings: Settings, *, db: Database | None = None, bus: Bus | None = None,
                  worker: bool = True, tenant: str | None = None) -> None:
         self.settings = settings
