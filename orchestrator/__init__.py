@@ -10,7 +10,7 @@ those below it, and :mod:`storage`; ``tests/unit/test_layers.py`` enforces it):
     fleet      the Celery app, embedded mode, health, Flower
     client     the one client, over a local or an HTTP backend
     api        the HTTP API and the plan page
-    cli.py     ``conclave``
+    cli        ``conclave``: one command family per module
 
 Public surface (loaded on first use, so ``from orchestrator.plan.schema import Plan``
 does not import Celery)::

@@ -2,6 +2,7 @@
 
     StorageError          storage.error
     ├── NotFound          storage.not_found
+    ├── Ambiguous         storage.ambiguous    (an id prefix several plans share: ``candidates``)
     ├── Conflict          storage.conflict     (unique/foreign-key violation, lost race)
     │   ├── CapacityExceeded storage.capacity_exceeded
     │   ├── RateLimited   storage.rate_limited (``retry_after`` seconds)
@@ -30,6 +31,20 @@ class NotFound(StorageError):
 
 class Conflict(StorageError):
     code = "storage.conflict"
+
+
+class Ambiguous(StorageError):
+    """A reference that names more than one row (an id prefix): ``candidates`` holds them."""
+
+    code = "storage.ambiguous"
+
+    def __init__(self, message: str, candidates: list[str]) -> None:
+        super().__init__(message, candidates)
+        self.message = message
+        self.candidates = candidates
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class Unavailable(StorageError):

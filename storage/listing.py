@@ -3,7 +3,8 @@
 Keyset pagination on (created_at, id) — the order of ``ix_plans_tenant_created_at`` —
 so a page costs the same however many plans are stored, and a plan created while a
 client pages is never shown twice. The cursor is opaque to clients: the last row's
-(created_at, id), encoded. Rows carry no spec (a spec may be a megabyte).
+(created_at, id), encoded. Rows carry no spec (a spec may be a megabyte), and each
+row's progress: its phases done and in all.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 
-from sqlalchemy import and_, exists, or_, select
+from sqlalchemy import and_, exists, func, or_, select
 
 from storage.db import Database
-from storage.models import Plan
+from storage.models import Phase, Plan
 from storage.read_models import snapshot
-from storage.status import PlanStatus
+from storage.status import PHASE_FINAL, PlanStatus
 
 MAX_PAGE = 200
 
@@ -37,6 +38,8 @@ class PlanSummary:
     error_code: str | None
     created_at: datetime
     finished_at: datetime | None
+    phases_done: int = 0  # phases in a final status (completed, failed, cancelled, skipped)
+    phases_total: int = 0  # debates inserted so far included
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", PlanStatus(self.status))
@@ -69,7 +72,13 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         raise ValueError("not a cursor this API handed out") from None
 
 
-_COLUMNS = tuple(Plan.__table__.c[f.name] for f in fields(PlanSummary))  # the summary's fields, nothing more
+_COUNTED = ("phases_done", "phases_total")
+_COLUMNS = (*(Plan.__table__.c[f.name] for f in fields(PlanSummary) if f.name not in _COUNTED),
+            # the progress, counted per listed row (ix_phases_plan_status)
+            select(func.count()).where(Phase.plan_id == Plan.id, Phase.status.in_(list(PHASE_FINAL)))
+            .correlate(Plan).scalar_subquery().label("phases_done"),
+            select(func.count()).where(Phase.plan_id == Plan.id).correlate(Plan).scalar_subquery()
+            .label("phases_total"))  # the summary's fields, nothing more
 
 
 def list_plans(db: Database, *, tenant: str | None, statuses: Sequence[str] = (), labels: Sequence[str] = (),

@@ -13,9 +13,9 @@ from sqlalchemy import or_, select, update
 from storage import event_shapes, tenancy
 from storage.briefings import add_briefing
 from storage.db import Database
-from storage.exceptions import Busy, Conflict, NotFound
+from storage.exceptions import Ambiguous, Busy, Conflict, NotFound
 from storage.identity import DEFAULT_TENANT, Principal
-from storage.ids import as_plan_id, new_plan_id
+from storage.ids import as_id_prefix, as_plan_id, new_plan_id
 from storage.models import Phase, Plan, utcnow
 from storage.outbox import Outbox
 from storage.phases import EARLY_STOP
@@ -136,25 +136,48 @@ def _same_spec_or_conflict(existing: PlanRecord, spec: dict[str, Any], task_id: 
 
 
 def resolve(db: Database, ref: str, tenant: str | None = None) -> str:
-    """A plan id from a plan id or the external task id it was submitted with.
+    """A plan id from a plan id, the external task id it was submitted with, or a unique
+    prefix of its id.
 
     Deterministic: a ``ref`` shaped like a plan id (:func:`storage.ids.as_plan_id`) is
-    looked up among plan ids only, anything else among task ids only. With a
-    ``tenant``, only that tenant's plans are found (another tenant's plan is "not
-    found"). Without one (the operator), a task id used in several tenants is a
-    :class:`Conflict` naming them rather than an arbitrary pick."""
+    looked up among plan ids only, anything else among task ids first and then, if no
+    task id is exactly ``ref`` and it can begin a plan id (:func:`storage.ids.as_id_prefix`),
+    among the ids that start with it — one must, or it is :class:`Ambiguous` naming them.
+    With a ``tenant``, only that tenant's plans are found (another tenant's plan is "not
+    found", and never makes a prefix ambiguous). Without one (the operator), a task id used
+    in several tenants is a :class:`Conflict` naming them rather than an arbitrary pick."""
     plan_id = as_plan_id(ref)
     q = select(Plan.id, Plan.tenant).where(Plan.id == plan_id if plan_id is not None else Plan.task_id == ref)
     if tenant is not None:
         q = q.where(Plan.tenant == tenant)
     with db.transaction() as s:
         rows = s.execute(q.limit(2)).all()
+    if not rows and plan_id is None and (prefix := as_id_prefix(ref)) is not None:
+        return _by_prefix(db, ref, prefix, tenant)
     if not rows:
         raise NotFound(f"no plan with {'id' if plan_id else 'task_id'} {ref!r}")
     if len(rows) > 1:
         tenants = ", ".join(sorted(r[1] for r in rows))
         raise Conflict(f"task_id {ref!r} is used in several tenants ({tenants}): use the plan id")
     return str(rows[0][0])
+
+
+PREFIX_CANDIDATES = 10  # at most this many ids named by an ambiguous prefix's error
+
+
+def _by_prefix(db: Database, ref: str, prefix: str, tenant: str | None) -> str:
+    q = select(Plan.id).where(Plan.id.like(f"{prefix}%"))  # hex digits and hyphens: nothing to escape
+    q = q if tenant is None else q.where(Plan.tenant == tenant)
+    with db.transaction() as s:
+        ids = [str(i) for i in s.scalars(q.order_by(Plan.id).limit(PREFIX_CANDIDATES + 1))]
+    if not ids:
+        raise NotFound(f"no plan with id, id prefix or task_id {ref!r}")
+    if len(ids) > 1:
+        shown = ", ".join(ids[:PREFIX_CANDIDATES]) + (", …" if len(ids) > PREFIX_CANDIDATES else "")
+        raise Ambiguous(f"id prefix {ref!r} matches {'more than ' if len(ids) > PREFIX_CANDIDATES else ''}"
+                        f"{min(len(ids), PREFIX_CANDIDATES)} plans: {shown}; give more of the id",
+                        ids[:PREFIX_CANDIDATES])
+    return ids[0]
 
 
 def get_plan(db: Database, plan_id: str) -> PlanRecord:
@@ -233,6 +256,14 @@ def acquire_resume_guard(db: Database, plan_id: str, owner: str, hold: timedelta
     if exists is None:
         raise NotFound(f"no plan {plan_id!r}")
     raise Busy(f"resume already in progress for plan {plan_id} (guard held until {exists.isoformat()})")
+
+
+def release_resume_guard(db: Database, plan_id: str, owner: str) -> None:
+    """Give back the guard ``owner`` took, at once (a resume that sent nothing has no canvas
+    in flight to protect from a second one); a guard another resume holds stays."""
+    with db.transaction() as s:
+        s.execute(update(Plan).where(Plan.id == plan_id, Plan.resume_owner == owner)
+                  .values(resume_owner=None, resume_until=None))
 
 
 def reopen(db: Database, plan_id: str, *, retry_failed: bool, actor: Principal | None = None) -> Reopened:

@@ -39,17 +39,20 @@ from storage.read_models import EventRecord
 
 class Conclave:
     """``Conclave(settings)``: the local backend over ``settings``' database and broker
-    (``db``/``bus``: share these instead; ``worker=False``: no embedded worker).
+    (``db``/``bus``: share these instead; ``worker=False``: no embedded worker; ``tenant``:
+    act for that tenant — submit into it and reach only its plans — instead of as the
+    operator, who reaches every tenant and submits into the default one).
     ``Conclave(backend=…)``: any backend, e.g. one built by :meth:`connect`."""
 
     def __init__(self, settings: Settings | None = None, *, backend: ConclaveBackend | None = None,
-                 db: Database | None = None, bus: Bus | None = None, worker: bool = True) -> None:
+                 db: Database | None = None, bus: Bus | None = None, worker: bool = True,
+                 tenant: str | None = None) -> None:
         if backend is None:
             if settings is None:
                 raise TypeError("Conclave() needs settings (the local backend's) or a backend")
-            backend = LocalBackend(settings, db=db, bus=bus, worker=worker)
-        elif settings is not None or db is not None or bus is not None:
-            raise TypeError("Conclave(backend=…) takes no settings, db or bus: its backend has them")
+            backend = LocalBackend(settings, db=db, bus=bus, worker=worker, tenant=tenant)
+        elif settings is not None or db is not None or bus is not None or tenant is not None:
+            raise TypeError("Conclave(backend=…) takes no settings, db, bus or tenant: its backend has them")
         self.backend = backend
 
     @classmethod
@@ -106,7 +109,9 @@ class Conclave:
         return self.backend.submit_result(plan)
 
     def get(self, plan_id: str) -> PlanView:
-        """What a user sees of the plan (by id or ``task_id``): status, phases, usage."""
+        """What a user sees of the plan (by id, a unique prefix of it, or ``task_id``): status,
+        phases, usage. Every call that takes a plan id takes these too; a prefix several plans
+        in reach share is :class:`~orchestrator.core.errors.AmbiguousPlan`, naming them."""
         return self.backend.get(plan_id)
 
     def wait(self, plan_id: str, timeout: float | None = None, poll: float = 0.25) -> PlanView:
@@ -143,7 +148,8 @@ class Conclave:
 
     def resume(self, plan_id: str, *, retry_failed: bool = False) -> ResumeResult:
         """Enqueue what is ready again from stored status; failed phases rerun only with
-        ``retry_failed``. :class:`ResumeInProgress` while another resume holds the plan."""
+        ``retry_failed``. :class:`ResumeInProgress` while another resume holds the plan. When
+        nothing was enqueued, ``reason`` says why (final, being cancelled, a live lease until …)."""
         return self.backend.resume(plan_id, retry_failed=retry_failed)
 
     def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,

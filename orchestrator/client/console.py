@@ -146,7 +146,8 @@ class MeetingView:
         sub = self.conclave.subscribe(self.plan_id)
         view = self.conclave.get(self.plan_id)
         self.rounds = max((p.round or 0 for p in view.phases if p.kind == "turn"), default=0)
-        self.console.print(Rule(f"[bold]{escape(view.title)}[/bold] · plan {view.id}"))
+        self.console.print(Rule(f"[bold]{escape(view.title)}[/bold]"))
+        self.console.print(Text(f"plan {view.id}", style="dim"), soft_wrap=True)  # whole, at any width
         self._print_cast(view)
         try:
             with Live(self._render(view), console=self.console, refresh_per_second=8, transient=True) as live:

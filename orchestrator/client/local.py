@@ -8,7 +8,11 @@ long as the backend. The API (:mod:`orchestrator.api`) serves one of these; the 
 tools and the tests reach its parts through :attr:`Conclave.local
 <orchestrator.client.conclave.Conclave.local>`.
 
-The caller is the operator: every tenant's plans are in reach.
+The caller is the operator: every tenant's plans are in reach, and a plan it submits
+belongs to the default tenant. With ``tenant``, it acts for that tenant instead — what
+``conclave --tenant T`` / ``CONCLAVE_TENANT`` does: its plans are submitted into ``T`` (so a
+token of ``T`` sees them, at ``/ui/`` too) and only ``T``'s plans are in reach, as for one
+of its tokens.
 """
 
 from __future__ import annotations
@@ -27,22 +31,35 @@ from orchestrator.control.eval_records import EvalRecords
 from orchestrator.control.plan_query import Moment, PlanQuery, Values, page_dict
 from orchestrator.control.reads import PlanReads
 from orchestrator.core.bus import Bus, Subscription, open_bus
-from orchestrator.core.errors import NotReady
+from orchestrator.core.errors import NotReady, storage_boundary
 from orchestrator.core.settings import Settings
 from orchestrator.fleet.celery_app import Shared, build_app, share
 from orchestrator.plan.views import PlanView
 from storage import Database, connect, upgrade
 from storage.evals import EvalCreated, EvalRecord, EvalSummary
+from storage.identity import READ, WRITE, Principal, check_tenant
 from storage.read_models import EventRecord
 
 log = logging.getLogger(__name__)
 PAGE = 500  # stored events read at a time by watch()
+CLI_PRINCIPAL = "cli"  # the id audit events record for a tenant's local caller
+
+
+def tenant_principal(tenant: str) -> Principal:
+    """The caller a local client acting for ``tenant`` is: it reads and writes that tenant's
+    plans only (audit events name it ``conclave CLI``). ``ValueError`` for a malformed tenant."""
+    return Principal(CLI_PRINCIPAL, "conclave CLI", check_tenant(tenant), (READ, WRITE))
 
 
 class LocalBackend:
+    tenant: str | None = None  # the operator unless set (see the module docstring)
+    principal: Principal | None = None
     def __init__(self, settings: Settings, *, db: Database | None = None, bus: Bus | None = None,
-                 worker: bool = True) -> None:
+                 worker: bool = True, tenant: str | None = None) -> None:
         self.settings = settings
+        self.tenant = tenant
+        #: who calls: None, the operator (every tenant); or a reader and writer of ``tenant`` only
+        self.principal = None if tenant is None else tenant_principal(tenant)
         self.app = build_app(settings)
         if settings.embedded:
             upgrade(settings.effective_database_url)
@@ -68,7 +85,8 @@ class LocalBackend:
         self._embedded.start()
 
     def __repr__(self) -> str:
-        return f"LocalBackend({'embedded' if self.settings.embedded else 'cluster'})"
+        return f"LocalBackend({'embedded' if self.settings.embedded else 'cluster'}" + (
+            f", tenant={self.tenant!r})" if self.tenant is not None else ")")
 
     # -------------------------------------------------------------- operations
 
@@ -84,49 +102,49 @@ class LocalBackend:
             plan = local.plan
             self.coordinator.models.check_plan(local.plan)  # an unknown model first, as on a cluster
             self.coordinator.models.check_credentials(local.plan)
-        return self.coordinator.submit(plan)
+        return self.coordinator.submit(plan, principal=self.principal)
 
     def get(self, plan_id: str) -> PlanView:
-        return self.reads.view(plan_id)
+        return self.reads.view(plan_id, principal=self.principal)
 
     def result(self, plan_id: str) -> str:
-        text = self.reads.result_text(plan_id)
+        text = self.reads.result_text(plan_id, principal=self.principal)
         if text is None:
             raise NotReady(f"plan {plan_id} has no result yet ({self.get(plan_id).status})")
         return text
 
     def phase_text(self, plan_id: str, key: str) -> str | None:
-        return self.reads.phase_text(self.reads.get_plan(plan_id).id, key)
+        return self.reads.phase_text(self._id(plan_id), key)
 
     def citations(self, plan_id: str, key: str | None = None) -> list[CitationView]:
-        plan = self.reads.get_plan(plan_id)
+        plan = self.reads.get_plan(plan_id, principal=self.principal)
         text = self.reads.result_text(plan.id) if key is None else self.reads.phase_text(plan.id, key)
         return self.reads.citations(plan.id, text) if text else []
 
     def documents(self, plan_id: str) -> list[DocumentSummary]:
-        return self.reads.documents(plan_id)
+        return self.reads.documents(plan_id, principal=self.principal)
 
     def document(self, plan_id: str, doc_id: str) -> DocumentView:
-        return self.reads.document(plan_id, doc_id)
+        return self.reads.document(plan_id, doc_id, principal=self.principal)
 
     def cancel(self, plan_id: str) -> CancelResult:
-        return self.coordinator.cancel(plan_id)
+        return self.coordinator.cancel(plan_id, principal=self.principal)
 
     def resume(self, plan_id: str, *, retry_failed: bool = False) -> ResumeResult:
-        return self.coordinator.resume(plan_id, retry_failed=retry_failed)
+        return self.coordinator.resume(plan_id, retry_failed=retry_failed, principal=self.principal)
 
     def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
                    created_before: Moment = None, task_id: str | None = None, limit: int | None = None,
                    cursor: str | None = None) -> dict[str, Any]:
         query = PlanQuery.check(status=status, label=label, created_after=created_after,
                                 created_before=created_before, task_id=task_id, limit=limit, cursor=cursor)
-        return page_dict(self.reads.list_plans(**query.as_filters()))
+        return page_dict(self.reads.list_plans(principal=self.principal, **query.as_filters()))
 
     def events(self, plan_id: str, after: int = 0) -> Iterator[EventRecord]:
-        yield from self.reads.list_events(plan_id, after=after)
+        yield from self.reads.list_events(self._id(plan_id), after=after)
 
     def watch(self, plan_id: str, after: int = 0, poll: float = 0.5) -> Iterator[dict[str, Any]]:
-        plan_id = self.reads.get_plan(plan_id).id
+        plan_id = self._id(plan_id)
         sub = self.subscribe(plan_id)  # before the first read: no gap
         try:
             last = after
@@ -152,8 +170,13 @@ class LocalBackend:
         finally:
             sub.close()
 
+    def _id(self, ref: str) -> str:
+        """The id of the plan ``ref`` names (an id, a unique prefix of one, a task id), in reach."""
+        with storage_boundary():
+            return self.reads.resolve(ref, self.principal)
+
     def subscribe(self, plan_id: str) -> Subscription:
-        return self.bus.subscribe(plan_id)
+        return self.bus.subscribe(self._id(plan_id))
 
     def create_eval(self, name: str, spec: dict[str, Any]) -> EvalCreated:
         return self.evals.create(name, spec)

@@ -159,7 +159,8 @@ class HttpBackend:
     def resume(self, plan_id: str, *, retry_failed: bool = False) -> ResumeResult:
         body = self._json("POST", _plan_path(plan_id, "resume"), json={"retry_failed": retry_failed})
         return self._read(lambda: ResumeResult(plan_id=str(body["plan_id"]), enqueued=list(body["enqueued"]),
-                                               retried=list(body["retried"]), status=PlanStatus(body["status"])))
+                                               retried=list(body["retried"]), status=PlanStatus(body["status"]),
+                                               reason=_optional_text(body.get("reason"))))
 
     def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
                    created_before: Moment = None, task_id: str | None = None, limit: int | None = None,
@@ -425,6 +426,10 @@ def eval_record(data: dict[str, Any]) -> EvalRecord:
         raise TypeError("spec is not an object")
     return EvalRecord(id=str(data["id"]), tenant=str(data["tenant"]), name=str(data["name"]), spec=data["spec"],
                       created_at=datetime.fromisoformat(data["created_at"]))
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _usage(data: dict[str, Any]) -> UsageView:

@@ -18,6 +18,7 @@ from typing import Any
 
 from orchestrator.briefing.ingest import ingest
 from orchestrator.control.dispatch import Dispatcher
+from orchestrator.control.idle import why_idle
 from orchestrator.control.reads import PlanReads
 from orchestrator.core.bus import Bus, publish_events
 from orchestrator.core.errors import PlanConflict, ServiceUnavailable, translate_storage
@@ -53,6 +54,7 @@ class ResumeResult:
     enqueued: list[str]
     retried: list[str]
     status: PlanStatus
+    reason: str | None = None  # when nothing was enqueued, why (:func:`orchestrator.control.idle.why_idle`)
 
 
 @dataclass(frozen=True)
@@ -163,14 +165,27 @@ class Coordinator:
         ``principal`` (None: the operator) finds only its tenant's plans and is recorded."""
         plan_id = self.reads.resolve(ref, principal)
         with bind(plan_id=plan_id):
-            plans.acquire_resume_guard(self.db, plan_id, owner=uuid.uuid4().hex,
-                                       hold=timedelta(seconds=self.settings.resume_guard_seconds))
+            owner = uuid.uuid4().hex
+            try:
+                plans.acquire_resume_guard(self.db, plan_id, owner=owner,
+                                           hold=timedelta(seconds=self.settings.resume_guard_seconds))
+            except storage_errors.Busy:
+                state = plans.load_state(self.db, plan_id)
+                if state.plan.status not in (PlanStatus.COMPLETED, PlanStatus.CANCELLED):
+                    raise
+                # final for good (reopen leaves it alone): the answer does not depend on the other resume
+                return ResumeResult(plan_id, [], [], state.plan.status,
+                                    why_idle(state, now=utcnow(), retry_failed=retry_failed))
             reopened = plans.reopen(self.db, plan_id, retry_failed=retry_failed, actor=principal)
             publish_events(self.bus, plan_id, reopened.events)
             enqueued = self.advance(plan_id, force=True)
+            reason = None
+            if not enqueued:  # nothing in flight for the guard to protect: the next resume may go at once
+                plans.release_resume_guard(self.db, plan_id, owner)
+                reason = why_idle(plans.load_state(self.db, plan_id), now=utcnow(), retry_failed=retry_failed)
             status = plans.get_plan(self.db, plan_id).status
             log.info("resumed: enqueued %s, retried %s", enqueued, reopened.keys, extra={"action": "plan.resumed"})
-            return ResumeResult(plan_id, enqueued, reopened.keys, status)
+            return ResumeResult(plan_id, enqueued, reopened.keys, status, reason)
 
     @translate_storage
     def cancel(self, ref: str, *, principal: Principal | None = None) -> CancelResult:

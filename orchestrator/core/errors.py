@@ -5,6 +5,7 @@
     ├── PlanNotFound              plan.not_found          404 / exit 2
     │   ├── PhaseNotFound         phase.not_found         404
     │   └── DocumentNotFound      document.not_found      404            (names ``doc_id``)
+    ├── AmbiguousPlan             plan.ambiguous          409 / exit 2   (an id prefix: names the candidates)
     ├── PlanConflict              plan.conflict           409 / exit 1
     │   ├── ResumeInProgress      plan.resume_in_progress 409
     │   ├── NotReady              plan.not_ready          409            (no result yet)
@@ -68,6 +69,13 @@ class InvalidPlan(ConclaveError):
 class PlanNotFound(ConclaveError):
     code = "plan.not_found"
     http_status = 404
+
+
+class AmbiguousPlan(ConclaveError):
+    """An id prefix several plans in reach share; the message lists them."""
+
+    code = "plan.ambiguous"
+    http_status = 409
 
 
 class PlanConflict(ConclaveError):
@@ -194,6 +202,9 @@ def storage_boundary() -> Iterator[None]:
         yield
     except storage_errors.NotFound as exc:
         raise PlanNotFound(str(exc)) from exc
+    except storage_errors.Ambiguous as exc:
+        raise AmbiguousPlan(str(exc), details=[{"field": "plan_id",
+                                                "message": "an id prefix several plans share"}]) from exc
     except storage_errors.Busy as exc:
         raise ResumeInProgress(str(exc)) from exc
     except storage_errors.CapacityExceeded as exc:

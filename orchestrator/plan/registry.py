@@ -132,6 +132,13 @@ def load_registry(path: Path) -> dict[str, RegisteredModel]:
         if path.stat().st_size > MAX_REGISTRY_BYTES:
             raise _invalid(where, "", f"larger than {MAX_REGISTRY_BYTES} bytes")
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=SafeLoader)
+    except FileNotFoundError:
+        if path.is_absolute():
+            raise _invalid(where, "", "cannot read it: no such file") from None
+        raise _invalid(where, "", f"cannot read it: no such file in the working directory {Path.cwd()} (a relative "
+                                  f"CONCLAVE_MODELS is read from where each process starts): set it to an "
+                                  f"absolute path, e.g. CONCLAVE_MODELS=\"$PWD/{path}\" from the directory "
+                                  f"that holds {path}") from None
     except OSError as exc:
         raise _invalid(where, "", f"cannot read it: {exc.strerror}") from None
     except yaml.YAMLError as exc:

@@ -229,7 +229,7 @@ def test_cancel_and_resume_routes(api: Any, workers: Any, settings: Any) -> None
     ok = [r for r in answers if r.status_code == 200]
     busy = [r for r in answers if r.status_code == 409]
     assert len(ok) == 1 and len(busy) == 19, [(r.status_code, r.text) for r in answers]
-    assert set(ok[0].json()) == {"plan_id", "enqueued", "retried", "status"}
+    assert set(ok[0].json()) == {"plan_id", "enqueued", "retried", "status", "reason"}
     assert ok[0].json()["status"] == "running" and ok[0].json()["retried"] == []
     assert {assert_error(r)["code"] for r in busy} == {"plan.resume_in_progress"}
 

@@ -26,7 +26,6 @@ from orchestrator.core.errors import (
     InvalidRequest,
     NotReady,
     PlanNotFound,
-    ResumeInProgress,
     ServiceUnavailable,
     Unauthorized,
 )
@@ -174,12 +173,10 @@ def test_the_remote_client_answers_as_the_direct_one(server: Any, remote: Concla
     # cancel and resume answer in the same shapes
     cancelled = remote.cancel(plan_id)
     assert cancelled == client.cancel(plan_id) == CancelResult(plan_id, [], PlanStatus.COMPLETED)
-    assert remote.resume(plan_id) == ResumeResult(plan_id, [], [], PlanStatus.COMPLETED)
-    with pytest.raises(ResumeInProgress) as busy:  # the guard of that resume still holds
-        remote.resume(plan_id, retry_failed=True)
-    assert busy.value.details[0]["field"] == "plan_id"
-    with pytest.raises(ResumeInProgress):
-        client.resume(plan_id)
+    done = ResumeResult(plan_id, [], [], PlanStatus.COMPLETED, "the plan completed: nothing is left to run")
+    assert remote.resume(plan_id) == done
+    # a resume that sent nothing holds no guard: the next one answers the same, in both modes
+    assert remote.resume(plan_id, retry_failed=True) == done == client.resume(plan_id)
 
     # a plan cancelled while it runs: the same answers, and no result in either mode
     other = remote.submit_result(slow_board(task_id="remote-cancelled"))
@@ -319,7 +316,8 @@ def test_the_cli_with_url_and_token_from_the_environment(server: Any, client: An
                                                                     "cancelled": []}
     resume = run_cli(["resume", plan_id, "--json"], tmp_path, env=env)
     assert resume.returncode == 0, resume.stderr
-    assert json.loads(resume.stdout) == {"plan_id": plan_id, "status": "completed", "enqueued": [], "retried": []}
+    assert json.loads(resume.stdout) == {"plan_id": plan_id, "status": "completed", "enqueued": [], "retried": [],
+                                         "reason": "the plan completed: nothing is left to run"}
 
     wrong = run_cli(["status", plan_id], tmp_path, env={**env, "CONCLAVE_TOKEN": "not-the-token"})
     assert wrong.returncode == 2

@@ -1,0 +1,57 @@
+"""``conclave`` — run, submit, list, follow and control plans; run workers; migrate.
+
+One command family per module:
+
+    plan_commands.py   submit, list, status, result, cancel
+    running.py         run, watch, resume (and what Ctrl-C does while following a plan)
+    info.py            info: which Conclave this shell talks to
+    fleet_commands.py  worker, beat, api, flower, health, db
+    token_commands.py  tokens create / list / revoke
+    common.py          settings, errors and exit codes, the client, --url/--token/--tenant, the banner
+
+Exit codes: 0 completed, 1 failed (or any other error), 2 invalid input (the message names
+the field), 130 cancelled or interrupted. No command prints a traceback for a user error.
+
+``submit``, ``list``, ``status``, ``watch``, ``result``, ``run``, ``resume`` and ``cancel``
+talk to the HTTP API instead of the database with ``--url`` (or ``CONCLAVE_URL``); the token
+comes from ``CONCLAVE_TOKEN`` (``--token`` also works, but shows in ``ps``). On the database
+they act as the operator, or for the tenant of ``--tenant`` / ``CONCLAVE_TENANT``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from orchestrator.cli import common, info, running
+from orchestrator.cli import fleet_commands as fleet
+from orchestrator.cli import plan_commands as plans
+from orchestrator.cli import token_commands as tokens
+from orchestrator.core.version import __version__
+from orchestrator.logs import configure
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="conclave")
+def cli() -> None:
+    """Durable multi-expert LLM plans on a Celery worker fleet."""
+
+
+for command in (running.run, plans.submit, plans.list_plans, plans.status, running.watch, plans.result,
+                running.resume, plans.cancel, info.info, fleet.worker, fleet.beat, fleet.api, fleet.flower,
+                fleet.health, fleet.db, tokens.tokens):
+    cli.add_command(command)
+
+
+def _eval_commands() -> click.Group:
+    """``conclave eval``: its commands live with the evaluation (the glue is this package's)."""
+    from orchestrator.evaluation.commands import CliGlue, eval_group
+
+    return eval_group(CliGlue(settings=common.settings, client=common.client, errors=common.errors,
+                              remote=common.remote, configure=configure))
+
+
+cli.add_command(_eval_commands())
+
+
+def main() -> None:
+    cli()
