@@ -18,11 +18,26 @@ from orchestrator.client.conclave import Conclave
 from tests.llm_server import LLMServer
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "team.yaml"
+#: The operator's registry the example runs on (README, "Running a cluster"): its offline model
+#: carries the demo's stances, which the plan itself does not decide.
+EXAMPLE_REGISTRY = EXAMPLE.with_name("models.yaml")
+
+
+@pytest.fixture()
+def settings(settings: Any) -> Any:
+    """The test cluster, with the example's registry (plans may still define models)."""
+    return settings.model_copy(update={"models": EXAMPLE_REGISTRY})
 
 
 def example(**changes: Any) -> dict[str, Any]:
     doc: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
     return {**doc, **changes}
+
+
+def registry_default() -> dict[str, Any]:
+    """The example registry's ``default`` model, as a plan's own model (to change its options)."""
+    model: dict[str, Any] = yaml.safe_load(EXAMPLE_REGISTRY.read_text())["models"]["default"]
+    return model
 
 
 def rows(url: str, sql: str, **params: Any) -> list[Any]:
@@ -92,8 +107,9 @@ def test_the_example_team_diverges_and_gets_exactly_one_debate(settings: Any, wo
 
 
 def test_a_malformed_verdict_gets_one_corrective_retry(settings: Any, workers: Any, client: Any) -> None:
-    doc = example()
-    doc["models"]["default"]["options"]["malformed_divergence"] = True
+    model = registry_default()
+    model["options"]["malformed_divergence"] = True
+    doc = example(models={"default": model})
     workers()
     plan_id = client.submit(doc)
     view = client.wait(plan_id, timeout=90)
