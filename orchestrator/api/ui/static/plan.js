@@ -144,7 +144,13 @@
   // state is the text box's, which a refresh moves into the fresh card.
   function fit(card) {
     const box = card.querySelector(".text");
-    const more = card.querySelector(".more");
+    let more = card.querySelector(".more");
+    if (!more && card.dataset.status === "completed" && card.dataset.kind !== "divergence") {
+      more = document.createElement("button"); // a card rendered before its phase completed
+      more.type = "button";
+      more.className = "more";
+      card.append(more);
+    }
     if (!more) return;
     const open = box.classList.contains("open");
     more.textContent = open ? "Show less" : "Read the full text";
@@ -326,9 +332,11 @@
 
   // Lines from each card's drawn inputs (data-drawn: the server left out an input the card
   // also has through another). A row of many phases is one group: its lines meet the group.
+  // One path per line, named by its ends (a card's key, or "level-N" for a group).
   function anchor(card) {
     const group = card.closest(".level.grouped");
-    return (group || card).getBoundingClientRect();
+    return group ? [`level-${group.dataset.level}`, group.getBoundingClientRect()]
+      : [card.dataset.key, card.getBoundingClientRect()];
   }
 
   function drawEdges() {
@@ -337,25 +345,32 @@
     const box = graph.getBoundingClientRect();
     svg.setAttribute("width", String(graph.scrollWidth));
     svg.setAttribute("height", String(graph.scrollHeight));
-    const d = new Set();
+    const lines = new Map();
     for (const card of graph.querySelectorAll(".phase")) {
-      const to = anchor(card);
+      const [toName, to] = anchor(card);
       for (const dep of (card.dataset.drawn || "").split(" ")) {
         const from = dep && byKey(dep);
-        if (!from || from.closest(".level") === card.closest(".level")) continue;
-        const a = anchor(from);
+        if (!from) continue;
+        const [fromName, a] = anchor(from);
         const x1 = Math.round(a.left + a.width / 2 - box.left);
         const y1 = Math.round(a.bottom - box.top);
         const x2 = Math.round(to.left + to.width / 2 - box.left);
         const y2 = Math.round(to.top - box.top);
-        if (y2 <= y1) continue;
+        if (fromName === toName || y2 <= y1) continue;
         const bend = Math.max(12, (y2 - y1) / 2);
-        d.add(`M${x1},${y1} C${x1},${y1 + bend} ${x2},${y2 - bend} ${x2},${y2}`);
+        lines.set(`${fromName} ${toName}`, `M${x1},${y1} C${x1},${y1 + bend} ${x2},${y2 - bend} ${x2},${y2}`);
       }
     }
-    const path = document.createElementNS("http://www.w3.org/2000/svg", "path");
-    path.setAttribute("d", Array.from(d).join(" "));
-    svg.replaceChildren(path);
+    const paths = [];
+    for (const [ends, d] of lines) {
+      const path = document.createElementNS("http://www.w3.org/2000/svg", "path");
+      const [from, to] = ends.split(" ");
+      path.setAttribute("d", d);
+      path.dataset.from = from;
+      path.dataset.to = to;
+      paths.push(path);
+    }
+    svg.replaceChildren(...paths);
   }
 
   // drawn in the observer's callback: after layout, before paint, so a frame never shows
