@@ -8,6 +8,7 @@ not-found page. Set ``PLAN_PAGE_SCREENSHOT=docs/plan-page.png`` and
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -35,6 +36,41 @@ TARGET_OUTLINED = """id => location.hash === '#' + id
 OUTLINED = "cards => cards.filter(c => getComputedStyle(c).outlineStyle === 'solid').map(c => c.id)"
 
 FRAGMENT = "**/ui/plans/*/live"
+
+# the first element is wholly above the second
+ABOVE = "([a, b]) => document.querySelector(a).getBoundingClientRect().bottom <= " \
+        "document.querySelector(b).getBoundingClientRect().top"
+# the box shows all it holds
+WHOLE = "sel => { const b = document.querySelector(sel); return b.scrollHeight <= b.clientHeight + 1; }"
+# the cards whose text is cut with no visible way to read the rest
+OFFERED = """cards => cards.filter(c => {
+  const box = c.querySelector('.text'), more = c.querySelector('.more');
+  const cut = box.scrollHeight > box.clientHeight + 1;
+  return c.dataset.status === 'completed' && cut && (!more || more.hidden || more.offsetParent === null);
+}).map(c => c.id)"""
+
+
+def plain_lines(markdown: str) -> list[str]:
+    """A Markdown text's lines as a reader sees them: no heading marks, list bullets or emphasis."""
+    lines = []
+    for line in markdown.splitlines():
+        line = re.sub(r"^\s*(#+\s+|[-*]\s+|>\s*)", "", line).replace("**", "").replace("__", "")
+        line = " ".join(line.split())
+        if line:
+            lines.append(line)
+    return lines
+
+
+def assert_rendered(page: Any, selector: str, markdown: str) -> None:
+    """The element shows ``markdown`` rendered: every line's words, in order, and no Markdown marks."""
+    shown = " ".join(page.text_content(selector).split())
+    at = 0
+    for line in plain_lines(markdown):
+        found = shown.find(line, at)
+        assert found >= 0, (line, shown[at:at + 300])
+        at = found + len(line)
+    if "**" in markdown:
+        assert "**" not in shown and page.locator(f"{selector} strong").count() > 0
 
 ROUND_ONE_SPEAKING = """() => Array.from(document.querySelectorAll('.level[data-level="1"] .phase'))
   .filter(c => c.dataset.status === 'running' && c.querySelector('.text').textContent.length > 60).length >= 2"""
@@ -96,9 +132,16 @@ def test_a_user_watches_a_running_board_live(api: Any, workers: Any, settings: A
     page.wait_for_selector("#live", state="hidden")  # the stream was closed at plan_finished
     auth = {"Authorization": f"Bearer {acme}"}
     result = httpx.get(f"{url}/v1/plans/{plan_id}/result", headers=auth).json()["text"]
-    assert page.text_content("#synthesis .text") == result
+    assert_rendered(page, "#synthesis", result)  # the answer arrived live, rendered, above the meeting
+    assert page.evaluate(ABOVE, ["#answer", ".meeting"])
     opening = httpx.get(f"{url}/v1/plans/{plan_id}/phases/opening/content", headers=auth).json()["text"]
-    assert page.text_content("#phase-opening .text") == opening  # streamed, then the stored text
+    # streamed, then the stored text, rendered; watched to the end, every card offers its full text
+    page.wait_for_selector("#phase-opening .text[data-state=full]", timeout=WAIT_MS)
+    assert_rendered(page, "#phase-opening .text", opening)
+    assert page.eval_on_selector_all(".phase", OFFERED) == [], "a card that cuts its text offers no full text"
+    page.click("#phase-opening .more")
+    page.wait_for_selector("#phase-opening .text.open", timeout=WAIT_MS)
+    assert page.evaluate(WHOLE, "#phase-opening .text") and page.text_content("#phase-opening .more") == "Show less"
     links = page.eval_on_selector_all("#synthesis a.cite-phase", "as => as.map(a => a.getAttribute('href'))")
     assert links and all(h.startswith("#phase-") for h in links), links
     page.click("#synthesis a.cite-phase >> nth=0")
@@ -137,6 +180,11 @@ EXAMPLE = ROOT / "examples" / "board-briefing.yaml"
 
 CITED = """() => Array.from(document.querySelectorAll('#synthesis .cite-doc'),
   b => [b.dataset.doc, Number(b.dataset.chunk)])"""
+
+# where the i-th citation of the synthesis is on screen: (top, left, right), and the scroll
+PLACE = """i => { const r = document.querySelectorAll('#synthesis .cite-doc')[i].getBoundingClientRect();
+  return [Math.round(r.top), Math.round(r.left), Math.round(r.right), window.scrollY]; }"""
+PANEL_LEFT = "() => document.getElementById('document').getBoundingClientRect().left"
 
 SHOWN = """() => {
   const panel = document.getElementById('document');
@@ -181,13 +229,15 @@ def test_a_briefing_citation_opens_its_passage_highlighted_in_its_document(
     seen = PageLog(page)
     sign_in(page, url, f"/ui/plans/{plan_id}", acme)  # a finished plan: no stream, the synthesis at once
     page.wait_for_selector("#synthesis[data-ready=true]", timeout=WAIT_MS)
-    assert page.text_content("#synthesis .text") == result["text"]
+    assert_rendered(page, "#synthesis", result["text"])
     cited = [tuple(c) for c in page.evaluate(CITED)]
     assert cited == [(c["doc"], c["chunk"]) for c in briefing]  # each, where it is written
     buttons = page.locator("#synthesis .cite-doc")
     for i, (doc_id, chunk) in enumerate(cited):
         if (doc_id, chunk) in cited[:i]:
             continue
+        buttons.nth(i).scroll_into_view_if_needed()
+        before = page.evaluate(PLACE, i)
         buttons.nth(i).click()
         page.wait_for_function("([doc, chunk]) => { const p = document.getElementById('document'); "
                                "return !p.hidden && p.dataset.doc === doc && p.dataset.chunk === String(chunk); }",
@@ -198,6 +248,9 @@ def test_a_briefing_citation_opens_its_passage_highlighted_in_its_document(
         assert passage != doc["text"][span["start"]:span["end"]]  # code-point offsets would be off
         assert page.evaluate(SHOWN) == [doc_id, chunk, passage, doc["title"]]
         assert buttons.nth(i).get_attribute("aria-pressed") == "true"
+        # the reader's place is kept: the citation clicked has not moved, and the panel is beside it
+        after = page.evaluate(PLACE, i)
+        assert after[:2] == before[:2] and after[2] <= page.evaluate(PANEL_LEFT), (before, after)
     assert len(set(cited)) >= 2
     assert seen.errors == []
     buttons.nth(0).click()  # the first citation's passage, highlighted, as docs/ shows it

@@ -34,8 +34,9 @@ def join(parts: Iterable[Markup | str], sep: str = "") -> Markup:
     return Markup(sep).join(parts)
 
 
-def page(title: str, body: Markup, *, viewer: Principal | None, auth: bool, script: bool = False) -> str:
-    """A whole page: the header (who is signed in, sign out) around ``body``."""
+def page(title: str, body: Markup, *, viewer: Principal | None, auth: bool, script: str | None = None) -> str:
+    """A whole page: the header (who is signed in, sign out) around ``body``, and the one
+    script of ours it runs (``script``: a file in ``static/``), if any."""
     if not auth:
         who = Markup('<span class="who">authentication off</span>')
     elif viewer is not None:
@@ -44,8 +45,8 @@ def page(title: str, body: Markup, *, viewer: Principal | None, auth: bool, scri
                      '<button type="submit">Sign out</button></form>').format(name=viewer.name, tenant=viewer.tenant)
     else:
         who = Markup("")
-    tail = Markup('<script src="{static}/plan.js?v={v}" defer></script>').format(static=STATIC, v=__version__) \
-        if script else Markup("")
+    tail = Markup('<script src="{static}/{script}?v={v}" defer></script>').format(
+        static=STATIC, script=script, v=__version__) if script else Markup("")
     return str(Markup(
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -1,54 +1,73 @@
 """The plan page (``/ui/plans/{id}``) and its live fragment (``/ui/plans/{id}/live``).
 
-The server renders the page as the database has it: the overview (status, usage,
-timings), the phase graph — one row per depth of the dependency graph, a card per
-phase with its status, attempt, tokens and time — and empty places for the synthesis
-and for a briefing document. ``static/plan.js`` makes it live from the plan's event
-stream: text chunks go into their phase's card as they are spoken; a stored event
-updates a card's status at once and has the fragment (overview and graph, rendered by
-the same functions as the page) fetched again, so debates appear when they are
-inserted and usage stays exact. A card's text is the script's: a refresh keeps it.
+The server renders the page as the database has it, the answer first
+(:mod:`~orchestrator.api.ui.answer`: the decision, the result rendered from Markdown),
+then the meeting: the overview (status, usage, timings) and the phase graph — one row
+per depth of the dependency graph, a card per phase with its expert, status, attempt,
+tokens and time, the start of its text (Markdown, rendered) and, once written, "Read the
+full text". A divergence check's card shows its verdict, not its JSON. A row of four or
+more phases is drawn as one group, so the lines of a large panel meet the group and not
+each card; each card's lines come from the inputs it does not also have through another
+(:attr:`~orchestrator.api.ui.snapshot.PlanSnapshot.drawn`).
+
+``static/plan.js`` makes it live from the plan's event stream: text chunks go into their
+phase's card as they are spoken; a stored event updates a card's status at once and has
+the fragment (overview and graph, rendered by the same functions as the page) fetched
+again, so debates appear when they are inserted and usage stays exact. A card's text is
+the script's: a refresh keeps it. A completed phase's text, and the answer, are fetched
+rendered by the server (:func:`phase_text_fragment`, ``/answer``): the script inserts no
+markup but the server's.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
+from typing import Any
 
 from markupsafe import Markup
 
+from orchestrator.api.ui.answer import answer_section
 from orchestrator.api.ui.html import badge, count, join, moment, page, seconds
-from orchestrator.api.ui.snapshot import PlanSnapshot, Timing
+from orchestrator.api.ui.markdown import render
+from orchestrator.api.ui.snapshot import PlanSnapshot, Text, Timing
 from orchestrator.plan.views import PhaseView, PlanView, UsageView
 from storage.identity import Principal
 from storage.status import PhaseStatus
 
 
-def plan_page(snap: PlanSnapshot, *, viewer: Principal | None, auth: bool) -> str:
+def plan_page(snap: PlanSnapshot, result: Text | None, *, viewer: Principal | None, auth: bool) -> str:
     view = snap.view
     body = Markup(
         '<section id="plan" class="plan" data-plan="{id}" data-after="{after}" data-final="{final}" '
         'data-terminal="{terminal}">'
         '<div class="plan-head"><h1>{title}</h1>{status}'
         '<span id="live" class="live" hidden>live</span></div>'
+        '<p class="plan-id">plan <code>{id}</code></p>'
         '<p id="notice" class="notice" role="status" hidden></p>'
-        '{overview}'
-        '<div class="columns"><div class="main-col">{graph}'
-        '<section id="synthesis" class="synthesis" hidden><h2>Synthesis</h2>'
-        '<p class="hint">Phase citations like <code>[r1.dana]</code> lead to the phase they cite; '
-        'briefing citations like <code>[memo:2]</code> open the passage in its document.</p>'
-        '<div class="text"></div></section></div>'
-        '<aside id="document" class="document" hidden><header><h2 class="doc-title"></h2>'
+        '{answer}'
+        '<section class="meeting"><h2>The meeting</h2>{overview}{graph}</section>'
+        '<aside id="document" class="document" hidden aria-label="Briefing document"><header>'
+        '<h2 class="doc-title"></h2>'
         '<button type="button" class="close" aria-label="Close the document">&times;</button></header>'
         '<p class="doc-path"></p><div class="doc-text"></div></aside>'
-        '</div></section>'
+        '</section>'
     ).format(id=view.id, after=snap.last_event_id, final=str(view.final).lower(), terminal=snap.terminal or "",
-             title=view.title, status=plan_status(view), overview=overview(snap), graph=graph(snap))
-    return page(view.title, body, viewer=viewer, auth=auth, script=True)
+             title=view.title, status=plan_status(view), answer=answer_section(snap, result),
+             overview=overview(snap), graph=graph(snap))
+    return page(view.title, body, viewer=viewer, auth=auth, script="plan.js")
 
 
 def live_fragment(snap: PlanSnapshot) -> str:
     """What a refresh replaces: the plan's status, the overview and the graph."""
     return str(join([plan_status(snap.view), overview(snap), graph(snap)]))
+
+
+def phase_text_fragment(text: Text) -> str:
+    """A completed phase's full text, rendered, for its card (``…/phases/{key}/text``)."""
+    if text.kind == "divergence":
+        return str(Markup('<p class="check-raw">{}</p>').format(text.text))
+    return str(render(text.text, phases=text.phases, citations=text.citations))
 
 
 def plan_status(view: PlanView) -> Markup:
@@ -81,48 +100,8 @@ def overview(snap: PlanSnapshot) -> Markup:
     error = Markup('<p class="error"><code>{code}</code> {message}</p>').format(
         code=view.error_code, message=view.error or "") if view.error_code else Markup("")
     warnings = join(Markup('<p class="warning">{}</p>').format(w) for w in view.warnings)
-    return Markup('<div id="overview" class="overview"><dl class="facts">{rows}</dl>{error}{warnings}{decision}'
-                  '</div>').format(rows=rows, error=error, warnings=warnings, decision=decision_record(view))
-
-
-def decision_record(view: PlanView) -> Markup:
-    """The panel's decision as the tally stored it: the winner, the margin, how a tie was
-    broken, every vote with its weight, and whether the chair states the same answer."""
-    d = view.decision
-    if d is None:
-        return Markup("")
-    chair = d.get("chair") or {}
-    said = Markup("")
-    if chair.get("matches") is False:
-        said = Markup('<p class="error" data-role="chair">The chair\'s synthesis states <b>{}</b>, not the '
-                      'tally\'s answer: flagged.</p>').format(chair.get("answer"))
-    elif chair.get("matches"):
-        said = Markup('<p class="agrees" data-role="chair">The chair\'s synthesis states the same answer.</p>')
-    facts = [f"margin {d.get('margin', 0):g}", f"{d.get('agreement', 0):.0%} of the panel agree"]
-    if d.get("abstentions"):
-        facts.append(f"{d['abstentions']} abstained")
-    if d.get("tie_break"):
-        tb = d["tie_break"]
-        facts.append(f"a tie between {', '.join(tb['between'])} broken by {tb['by']}")
-    if d.get("consensus"):
-        facts.append("consensus reached" if d["consensus"]["reached"] else
-                     f"no consensus (threshold {d['consensus']['threshold']:.0%})")
-    votes = join(Markup('<tr data-expert="{e}"><td>{e}</td><td class="answer">{a}</td><td>{c}</td><td>{w}</td>'
-                        '<td>{r}</td></tr>').format(
-        e=v.get("expert"), a="abstained" if v.get("abstained") else v.get("answer"),
-        c=f"{v.get('confidence', 0):.2f}", w=f"{v.get('weight', 0):g}", r=v.get("abstained") or v.get("reason"))
-        for v in d.get("votes") or [])
-    table = Markup('<table class="votes"><thead><tr><th>expert</th><th>answer</th><th>confidence</th>'
-                   '<th>weight</th><th>reason</th></tr></thead><tbody>{}</tbody></table>').format(votes) \
-        if d.get("votes") else Markup("")
-    scores = join(Markup('<span class="score" data-key="{k}">{k} <b>{s}</b></span>').format(
-        k=c.get("key"), s=f"{c.get('score', 0):g}") for c in d.get("candidates") or [])
-    scored = Markup('<p class="scores">scores: {}</p>').format(scores) if d.get("candidates") else Markup("")
-    answer = d.get("key") if d.get("key") is not None else "no answer"
-    return Markup('<section id="decision" class="decision" data-protocol="{p}" data-answer="{a}"><h2>Decision '
-                  '<span class="protocol">{p}</span></h2><p class="winner"><b>{a}</b> · {facts}</p>{scored}{said}'
-                  '{table}</section>').format(p=d.get("protocol"), a=answer, facts=", ".join(facts), scored=scored,
-                                             said=said, table=table)
+    return Markup('<div id="overview" class="overview"><dl class="facts">{rows}</dl>{error}{warnings}'
+                  '</div>').format(rows=rows, error=error, warnings=warnings)
 
 
 def verdict_line(phase: PhaseView) -> Markup:
@@ -146,38 +125,99 @@ def usage_text(u: UsageView) -> str:
     return text
 
 
+#: A row of this many phases or more is drawn as one group: lines meet the group, not each card.
+GROUPED = 4
+
+
 def graph(snap: PlanSnapshot) -> Markup:
     levels = snap.levels
-    rows: dict[int, list[Markup]] = {}
+    drawn = snap.drawn
+    rows: dict[int, list[PhaseView]] = {}
     for phase in snap.view.phases:
-        timing = snap.timings.get(phase.key, Timing(None, None))
-        rows.setdefault(levels.get(phase.key, 0), []).append(card(phase, timing, terminal=phase.key == snap.terminal))
-    body = join(Markup('<div class="level" data-level="{n}">{cards}</div>').format(n=n, cards=join(cards))
-                for n, cards in sorted(rows.items()))
+        rows.setdefault(levels.get(phase.key, 0), []).append(phase)
+    body = join(_level(n, phases, snap, drawn) for n, phases in sorted(rows.items()))
     return Markup('<div id="graph" class="graph"><svg class="edges" aria-hidden="true"></svg>{}</div>').format(body)
 
 
-def card(phase: PhaseView, timing: Timing, *, terminal: bool = False) -> Markup:
+def _level(n: int, phases: list[PhaseView], snap: PlanSnapshot, drawn: dict[str, list[str]]) -> Markup:
+    cards = join(card(p, snap.timings.get(p.key, Timing(None, None)), terminal=p.key == snap.terminal,
+                      drawn=drawn.get(p.key, []), view=snap.view) for p in phases)
+    if len(phases) < GROUPED:
+        return Markup('<div class="level" data-level="{n}">{cards}</div>').format(n=n, cards=cards)
+    done = sum(1 for p in phases if p.status == PhaseStatus.COMPLETED)
+    kinds = {p.kind for p in phases}
+    rounds = {p.round for p in phases}
+    what = "phases" if len(kinds) > 1 else phases[0].kind.replace("_", " ") + "s"
+    if len(rounds) == 1 and phases[0].round is not None:
+        what = f"round {phases[0].round}"
+    return Markup('<div class="level grouped" data-level="{n}"><p class="group-head">{what} · {count} in parallel · '
+                  '{done} done</p><div class="group-cards">{cards}</div></div>').format(
+        n=n, what=what, count=len(phases), done=done, cards=cards)
+
+
+def card(phase: PhaseView, timing: Timing, *, terminal: bool = False, drawn: list[str] | None = None,
+         view: PlanView | None = None) -> Markup:
     kind = phase.kind.replace("_", " ") + (f" · round {phase.round}" if phase.round is not None else "")
     took = _took(phase, timing)
     error = Markup('<p class="error"><code>{code}</code> {message}</p>').format(
         code=phase.error_code, message=phase.error or "") if phase.error_code else Markup("")
-    summary = Markup('<p class="summary">{}</p>').format(phase.summary) if phase.summary else Markup("")
-    more = Markup('<button type="button" class="more">Read the full text</button>') \
-        if phase.status == PhaseStatus.COMPLETED else Markup("")
+    check = phase.kind == "divergence"
+    if check:
+        body = check_verdict(phase, view)
+        more = Markup("")
+    else:
+        body = render(phase.summary) if phase.summary else Markup("")
+        more = Markup('<button type="button" class="more" aria-expanded="false">Read the full text</button>') \
+            if phase.status == PhaseStatus.COMPLETED else Markup("")
+    title = phase.expert or kind
     return Markup(
-        '<article class="phase status-{status}{terminal}" id="phase-{key}" data-key="{key}" data-status="{status}" '
-        'data-attempt="{attempt}" data-deps="{deps}">'
-        '<header><a class="key" href="#phase-{key}">{key}</a>{who}{badge}</header>'
-        '<p class="facts">{kind} · <span class="attempt">attempt {attempt}</span> · '
+        '<article class="phase status-{status}{terminal}" id="phase-{key}" data-key="{key}" data-kind="{kindname}" '
+        'data-status="{status}" data-attempt="{attempt}" data-deps="{deps}" data-drawn="{drawn}">'
+        '<header><span class="who">{title}</span>{badge}</header>'
+        '<p class="facts"><a class="key" href="#phase-{key}">{key}</a> · {kind} · '
+        '<span class="attempt">attempt {attempt}</span> · '
         '<span class="tokens">{tokens} tokens</span> · {took}'
-        '{truncated}</p>{error}{verdict}{summary}{more}<div class="text"></div></article>'
-    ).format(status=phase.status, terminal=" terminal" if terminal else "", key=phase.key, attempt=phase.attempt,
-             deps=" ".join(phase.depends_on),
-             who=Markup(' <span class="who">{}</span> ').format(phase.expert) if phase.expert else Markup(" "),
+        '{truncated}</p>{error}{verdict}{check}'
+        '<div class="text markdown" data-state="summary">{body}</div>{more}</article>'
+    ).format(status=phase.status, terminal=" terminal" if terminal else "", key=phase.key, kindname=phase.kind,
+             attempt=phase.attempt, deps=" ".join(phase.depends_on), drawn=" ".join(drawn or []), title=title,
              badge=badge(phase.status, data_role="status"), kind=kind, tokens=count(phase.usage.total_tokens),
              took=took, truncated=Markup(' · <span class="truncated">truncated</span>') if phase.truncated else "",
-             error=error, verdict=verdict_line(phase), summary=summary, more=more)
+             error=error, verdict=verdict_line(phase), check=body if check else Markup(""),
+             body=Markup("") if check else body, more=more)
+
+
+def check_verdict(phase: PhaseView, view: PlanView | None) -> Markup:
+    """What a divergence check decided, in words, and what the plan did about it (the
+    check's text is a JSON verdict; :func:`orchestrator.plan.debates.parse_verdict` reads it)."""
+    if phase.status != PhaseStatus.COMPLETED:
+        return Markup("")
+    verdict = _json_object(phase.summary or "")
+    if verdict is None:
+        return Markup('<div class="check" data-diverged="unknown"><p>No usable verdict: no debate.</p></div>')
+    method = " (compared Position lines)" if verdict.get("method") == "lexical" else ""
+    if not verdict.get("diverged"):
+        return Markup('<div class="check" data-diverged="false"><p><b>No material disagreement</b>{m}: the plan '
+                      'goes on.</p></div>').format(m=method)
+    who = " and ".join(str(x) for x in verdict.get("participants") or []) or "the experts"
+    debaters = [p for p in (view.phases if view else []) if p.kind == "debate"
+                and p.key.startswith(f"debate-{phase.key}.")]
+    if debaters:
+        then = Markup("A debate was inserted: {}.").format(join(
+            (Markup('<a href="#phase-{k}">{e}</a>').format(k=d.key, e=d.expert or d.key) for d in debaters), " ↔ "))
+    else:
+        then = Markup("No debate: the plan's <code>max_debates</code> is reached.")
+    return Markup('<div class="check" data-diverged="true"><p><b>{who} disagree</b>{m} on {topic}.</p>'
+                  '<p>{then}</p></div>').format(who=who, m=method, topic=str(verdict.get("topic") or "a point"),
+                                                then=then)
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        found = json.loads(text[text.index("{"): text.rindex("}") + 1])
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def _took(phase: PhaseView, timing: Timing) -> Markup:

@@ -1,12 +1,16 @@
 """The UI's routes under ``/ui`` (not part of the published API contract):
 
-    GET  /ui/                      the caller's plans (``?cursor=`` for older ones)
-    GET  /ui/plans/{id}            the live plan page (plan id or task id)
+    GET  /ui/                      the caller's plans (``?status=``, ``?label=``, ``?cursor=``)
+    GET  /ui/list                  the list's table, for its refreshes (the same query)
+    GET  /ui/plans/{id}            the live plan page (plan id or task id): the answer first
     GET  /ui/plans/{id}/live       the page's overview and graph, for its refreshes
+    GET  /ui/plans/{id}/answer     the page's answer section, once the result is written
+    GET  /ui/plans/{id}/phases/{key}/text   a phase's full text, rendered, for its card
+    GET  /ui/plans/{id}/result.md  the result's Markdown, as a download
     GET  /ui/evals/{name}          an eval's report: tables and plots
     GET  /ui/login, POST /ui/login sign in with a token: sets the session cookie
     POST /ui/logout                sign out: clears it
-    GET  /ui/static/{name}         plan.js, style.css
+    GET  /ui/static/{name}         plan.js, list.js, style.css
 
 Pages authenticate like ``/v1`` does (:class:`orchestrator.api.auth.Credentials`), but
 answer as a browser needs: no credentials → a redirect to the sign-in page; no
@@ -29,18 +33,22 @@ from starlette.concurrency import run_in_threadpool
 from orchestrator.api import inputs as inp
 from orchestrator.api import session
 from orchestrator.api.auth import Credentials
+from orchestrator.api.ui.answer import answer_section
 from orchestrator.api.ui.eval_page import eval_page
 from orchestrator.api.ui.html import SECURITY_HEADERS, error_page
 from orchestrator.api.ui.login import HOME, MAX_FORM, login_page, parse_form, safe_next
-from orchestrator.api.ui.plan_list import PAGE_SIZE, listing_page
-from orchestrator.api.ui.plan_page import live_fragment, plan_page
-from orchestrator.api.ui.snapshot import PlanSnapshot, read_snapshot
+from orchestrator.api.ui.plan_list import PAGE_SIZE, listing_page, listing_table
+from orchestrator.api.ui.plan_page import live_fragment, phase_text_fragment, plan_page
+from orchestrator.api.ui.snapshot import PlanSnapshot, Text, read_listing, read_snapshot, read_text
+from orchestrator.control.plan_query import PlanQuery
 from orchestrator.control.reads import PlanReads
 from orchestrator.core.errors import (
     ConclaveError,
     EvalNotFound,
     Forbidden,
     InvalidRequest,
+    NotReady,
+    PhaseNotFound,
     PlanNotFound,
     ServiceUnavailable,
     Unauthorized,
@@ -49,11 +57,13 @@ from orchestrator.core.settings import Settings
 from orchestrator.evaluation.collect import CallerPlans, collect, report_record
 from orchestrator.evaluation.report import build_report
 from storage.identity import READ, Principal
-from storage.listing import decode_cursor
 
 log = logging.getLogger("orchestrator.api")
 
-STATIC_TYPES = {"plan.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
+STATIC_TYPES = {"plan.js": "text/javascript; charset=utf-8", "list.js": "text/javascript; charset=utf-8",
+                "style.css": "text/css; charset=utf-8"}
+#: What a plan list's query may repeat (each a short value): more is not a browser's request.
+MAX_QUERY = 2000
 
 Render = Callable[[Principal | None], Awaitable[Response]]
 
@@ -81,6 +91,12 @@ def _same_origin(request: Request) -> bool:
         return fetch_site == "same-origin"
     origin = request.headers.get("origin")
     return origin is None or urlsplit(origin).netloc == request.headers.get("host")
+
+
+def _slug(title: str) -> str:
+    """A file name's stem from a title: lowercase letters and digits joined by dashes."""
+    words = "".join(c if c.isascii() and c.isalnum() else " " for c in title.lower()).split()
+    return "-".join(words)[:60].strip("-") or "plan"
 
 
 def ui_router(settings: Settings) -> APIRouter:
@@ -116,12 +132,16 @@ def ui_router(settings: Settings) -> APIRouter:
 
     def _failure(exc: ConclaveError, request: Request, who: Principal | None) -> HTMLResponse:
         status = exc.http_status
-        if isinstance(exc, PlanNotFound):
+        if isinstance(exc, PhaseNotFound):
+            title, message = "Phase not found", exc.message
+        elif isinstance(exc, PlanNotFound):
             title, message = "Plan not found", "There is no such plan among the plans you can see."
         elif isinstance(exc, EvalNotFound):
             title, message = "Eval not found", "There is no such eval among the evals you can see."
         elif isinstance(exc, InvalidRequest):
-            title, message = "Not a plan id", exc.message
+            title, message = "Cannot read this request", exc.message
+        elif isinstance(exc, NotReady):
+            title, message = "Not written yet", exc.message
         elif isinstance(exc, Forbidden):
             title, message = "Not allowed", exc.message
         elif isinstance(exc, ServiceUnavailable):
@@ -139,30 +159,51 @@ def ui_router(settings: Settings) -> APIRouter:
     async def ui_root() -> RedirectResponse:
         return RedirectResponse(HOME, status_code=308)
 
+    def list_query(request: Request) -> PlanQuery:
+        """The list's filters, checked as ``GET /v1/plans`` checks them (a bad one: a 422
+        page naming the field); an empty value is no filter (the form sends one)."""
+        if len(request.url.query) > MAX_QUERY:
+            raise InvalidRequest("the query is too long", details=inp.field_error("query", "too long"))
+        params = request.query_params
+        unknown = sorted(set(params) - {"status", "label", "cursor"})
+        if unknown:
+            raise InvalidRequest(f"{unknown[0]}: not a filter of this list (status, label, cursor)",
+                                 details=inp.field_error(unknown[0], "unknown parameter"))
+        cursor = params.getlist("cursor")
+        return PlanQuery.check(status=[v for v in params.getlist("status") if v],
+                               label=[v.strip() for v in params.getlist("label") if v.strip()],
+                               cursor=cursor[-1] if cursor and cursor[-1] else None, limit=PAGE_SIZE)
+
     @router.get("/")
-    async def plans_list(request: Request, cursor: str | None = None) -> Response:
+    async def plans_list(request: Request) -> Response:
         async def build(who: Principal | None) -> Response:
-            if cursor is not None:
-                try:
-                    if len(cursor) > 200:
-                        raise ValueError("too long")
-                    decode_cursor(cursor)
-                except ValueError:
-                    raise InvalidRequest("cursor: not a cursor this page handed out",
-                                         details=inp.field_error("cursor", "not a cursor")) from None
-            found = await run_in_threadpool(_reads(request).list_plans, principal=who, limit=PAGE_SIZE, cursor=cursor)
-            return _html(listing_page(found, viewer=who, auth=auth, paged=cursor is not None))
+            query = list_query(request)
+            found = await run_in_threadpool(read_listing, _reads(request), who, query.as_filters())
+            return _html(listing_page(found, query, viewer=who, auth=auth))
 
         return await render(request, build)
+
+    @router.get("/list")
+    async def plans_table(request: Request) -> Response:
+        async def build(who: Principal | None) -> Response:
+            query = list_query(request)
+            found = await run_in_threadpool(read_listing, _reads(request), who, query.as_filters())
+            return _html(str(listing_table(found, query, viewer=who)))
+
+        return await render(request, build, fragment=True)
 
     async def snapshot(request: Request, plan_id: str, who: Principal | None) -> PlanSnapshot:
         """The plan as ``who`` may see it: another tenant's is ``plan.not_found``."""
         return await run_in_threadpool(read_snapshot, _reads(request), inp.plan_ref(plan_id), who)
 
+    async def text(request: Request, plan_id: str, key: str | None, who: Principal | None) -> Text | None:
+        return await run_in_threadpool(read_text, _reads(request), inp.plan_ref(plan_id), key, who)
+
     @router.get("/plans/{plan_id}")
     async def plan(plan_id: str, request: Request) -> Response:
         async def build(who: Principal | None) -> Response:
-            return _html(plan_page(await snapshot(request, plan_id, who), viewer=who, auth=auth))
+            snap = await snapshot(request, plan_id, who)
+            return _html(plan_page(snap, await text(request, snap.view.id, None, who), viewer=who, auth=auth))
 
         return await render(request, build)
 
@@ -172,6 +213,38 @@ def ui_router(settings: Settings) -> APIRouter:
             return _html(live_fragment(await snapshot(request, plan_id, who)))
 
         return await render(request, build, fragment=True)
+
+    @router.get("/plans/{plan_id}/answer")
+    async def plan_answer(plan_id: str, request: Request) -> Response:
+        async def build(who: Principal | None) -> Response:
+            snap = await snapshot(request, plan_id, who)
+            return _html(str(answer_section(snap, await text(request, snap.view.id, None, who))))
+
+        return await render(request, build, fragment=True)
+
+    @router.get("/plans/{plan_id}/phases/{key}/text")
+    async def phase_text(plan_id: str, key: str, request: Request) -> Response:
+        async def build(who: Principal | None) -> Response:
+            found = await text(request, plan_id, inp.phase_key(key), who)
+            if found is None:
+                raise NotReady(f"phase {key} has no text yet", details=inp.field_error("key", "no text yet"))
+            return _html(phase_text_fragment(found))
+
+        return await render(request, build, fragment=True)
+
+    @router.get("/plans/{plan_id}/result.md")
+    async def result_markdown(plan_id: str, request: Request) -> Response:
+        async def build(who: Principal | None) -> Response:
+            snap = await snapshot(request, plan_id, who)
+            found = await text(request, snap.view.id, None, who)
+            if found is None:
+                raise NotReady(f"plan {snap.view.id} has no result yet (it is {snap.view.status})",
+                               details=inp.field_error("plan_id", f"plan is {snap.view.status}"))
+            name = f"{_slug(snap.view.title)}-{snap.view.id[:8]}.md"
+            return Response(found.text, media_type="text/markdown; charset=utf-8",
+                            headers={**SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="{name}"'})
+
+        return await render(request, build)
 
     @router.get("/evals/{name}")
     async def eval_report(name: str, request: Request) -> Response:

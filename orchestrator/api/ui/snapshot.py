@@ -1,7 +1,9 @@
 """What the plan page shows, read from the database for one request: the plan view
 (statuses, usage), each phase's timings, which phase is the result, and the id of the
 last stored event — where the page's event stream starts, so the stream adds only what
-happened after the page was read (:mod:`orchestrator.api.events`).
+happened after the page was read (:mod:`orchestrator.api.events`); a phase's full text or
+the plan's result with its briefing citations resolved (what the page renders as Markdown);
+and a page of the plan list with each plan's progress and cost.
 
 Read through the read side (:class:`~orchestrator.control.reads.PlanReads`) with the
 caller's principal, so another tenant's plan is
@@ -13,11 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from orchestrator.briefing.documents import CitationView
 from orchestrator.control.reads import PlanReads
-from orchestrator.core.errors import storage_boundary
+from orchestrator.core.errors import PhaseNotFound, storage_boundary
 from orchestrator.plan.views import PlanView, plan_view
 from storage import outbox, usage
 from storage.identity import Principal
+from storage.listing import Page
+from storage.plan_progress import Progress, progress
+from storage.status import PhaseStatus
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,44 @@ class PlanSnapshot:
                 del remaining[key]
         return depth
 
+    @property
+    def drawn(self) -> dict[str, list[str]]:
+        """Each phase's inputs as the graph draws them: without an input it also has through
+        another (a synthesis that reads every phase is drawn from the last of them only),
+        so the lines show the order of the meeting, not every read."""
+        deps = {p.key: [d for d in p.depends_on if d] for p in self.view.phases}
+        above: dict[str, set[str]] = {}
+
+        def ancestors(key: str, seen: frozenset[str] = frozenset()) -> set[str]:
+            if key not in above:
+                found: set[str] = set()
+                for d in deps.get(key, []):
+                    if d in deps and d not in seen:
+                        found |= {d} | ancestors(d, seen | {key})
+                above[key] = found
+            return above[key]
+
+        return {key: [d for d in ds if d in deps and not any(d in ancestors(o) for o in ds if o != d)]
+                for key, ds in deps.items()}
+
+
+@dataclass(frozen=True)
+class Text:
+    """A stored text with its briefing citations resolved (what the page renders)."""
+
+    key: str
+    text: str
+    citations: list[CitationView]
+    phases: frozenset[str]  # the plan's phase keys: what a phase citation may link to
+    kind: str  # the phase's kind
+
+
+@dataclass(frozen=True)
+class Listing:
+    page: Page
+    progress: dict[str, Progress]  # by plan id
+
+
 def read_snapshot(reads: PlanReads, ref: str, principal: Principal | None) -> PlanSnapshot:
     """The plan ``ref`` names, as ``principal`` may see it (blocking: run it in a thread)."""
     plan = reads.get_plan(ref, principal=principal)
@@ -62,3 +106,32 @@ def read_snapshot(reads: PlanReads, ref: str, principal: Principal | None) -> Pl
     return PlanSnapshot(view=plan_view(state, rows),
                         timings={p.key: Timing(p.started_at, p.finished_at) for p in state.phases},
                         terminal=terminal[-1] if terminal else None, last_event_id=last)
+
+
+def read_text(reads: PlanReads, ref: str, key: str | None, principal: Principal | None) -> Text | None:
+    """The full text of phase ``key`` (None: the plan's result) with its citations, or None
+    while it has none; ``plan.not_found`` for a plan ``principal`` may not see, like every
+    read, and ``phase.not_found`` for a key the plan has no phase for."""
+    state = reads.state(ref, principal=principal)
+    if key is None:
+        terminal = [p for p in state.phases if p.meta.get("terminal")]
+        if not terminal or terminal[-1].status != PhaseStatus.COMPLETED:
+            return None
+        key = terminal[-1].key
+    phase = state.by_key().get(key)
+    if phase is None:
+        raise PhaseNotFound(f"plan {state.plan.id} has no phase {key!r}", details=[{"field": "key",
+                                                                                    "message": "no such phase"}])
+    text = reads.phase_text(state.plan.id, key)
+    if text is None:
+        return None
+    return Text(key=key, text=text, citations=reads.citations(state.plan.id, text),
+                phases=frozenset(state.by_key()), kind=phase.kind)
+
+
+def read_listing(reads: PlanReads, principal: Principal | None, filters: dict[str, object]) -> Listing:
+    """A page of the plans ``principal`` may see, with each one's progress and cost."""
+    found = reads.list_plans(principal=principal, **filters)
+    with storage_boundary():
+        done = progress(reads.db, [p.id for p in found.plans])
+    return Listing(page=found, progress=done)

@@ -1,8 +1,10 @@
 // The plan page, live. The server rendered the page as the database had it; this script
 // follows the plan's event stream from there (GET /v1/plans/{id}/events?after=<last event
-// id the page shows>, authenticated by the session cookie) and reads the JSON routes —
-// GETs only. Text is always inserted as text (textContent, text nodes), never as markup;
-// the only markup it inserts is the server's own fragment (GET /ui/plans/{id}/live).
+// id the page shows>, authenticated by the session cookie) and reads the page's routes —
+// GETs only. Streamed words are inserted as text (text nodes), never as markup; the only
+// markup it inserts is the server's own, rendered and sanitized there: the live fragment
+// (GET /ui/plans/{id}/live), a phase's full text (…/phases/{key}/text) and the answer
+// (…/answer).
 "use strict";
 (() => {
   const root = document.getElementById("plan");
@@ -14,13 +16,13 @@
   const STORED = ["plan_submitted", "phase_started", "phase_completed", "phase_failed", "phase_cancelled",
     "phases_skipped", "debate_inserted", "debate_limit_reached", "cancel_requested", "retry_requested",
     "resume_requested", "plan_updated", "decision_recorded", "rounds_skipped", "plan_finished"];
-  // a phase citation names a phase key, never with a colon: orchestrator.briefing.citations
-  const PHASE_CITATION = /\[([a-z0-9][a-z0-9_-]*(?:\.[a-z0-9][a-z0-9_-]*)*)\]/g;
   const joinedLate = new Set(Array.from(document.querySelectorAll('.phase[data-status="running"]'),
     (card) => card.dataset.key));
   const documents = new Map(); // doc id -> Promise of GET /documents/{doc}
+  const page = `/ui/plans/${encodeURIComponent(planId)}`;
   let source = null;
-  let synthesis = null; // Promise, once the result was asked for
+  let answer = null; // Promise, once the answer section was asked for
+  let markdown = null; // the result's Markdown, once read (what Copy copies)
 
   const byKey = (key) => document.getElementById(`phase-${key}`);
   const signIn = () => `/ui/login?next=${encodeURIComponent(location.pathname)}`;
@@ -45,6 +47,19 @@
     }
     if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
     return r.json();
+  }
+
+  // The server's rendering of a part of the page, parsed inert (a template runs nothing).
+  async function getHTML(path) {
+    const r = await fetch(path, { credentials: "same-origin" });
+    if (r.status === 401) {
+      notice("Your session has ended.", true);
+      throw new Error("401");
+    }
+    if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+    const t = document.createElement("template");
+    t.innerHTML = await r.text();
+    return t.content;
   }
 
   // ------------------------------------------------------------------ statuses and timings
@@ -95,6 +110,7 @@
     const card = byKey(msg.phase);
     if (!card) return;
     if (card.dataset.status === "pending") setStatus(card, "running");
+    if (card.dataset.kind === "divergence") return; // a check writes JSON: its card shows the verdict
     const box = card.querySelector(".text");
     if (box.dataset.state !== "live") {
       box.replaceChildren();
@@ -112,64 +128,54 @@
     follow(box);
   }
 
+  // A completed phase's full text, as the server renders it (Markdown, citations linked).
   async function loadText(key) {
-    const body = await getJSON(`${api}/phases/${encodeURIComponent(key)}/content`);
-    const card = byKey(key); // the card may have been re-rendered meanwhile; its text box moves along
-    if (!card) return;
-    const box = card.querySelector(".text");
-    renderCited(box, body.text, body.citations || []);
+    const card = byKey(key);
+    if (!card || card.dataset.kind === "divergence") return;
+    const html = await getHTML(`${page}/phases/${encodeURIComponent(key)}/text`);
+    const box = byKey(key).querySelector(".text"); // the card may have been re-rendered: its box moved along
+    box.replaceChildren(html);
     box.dataset.state = "full";
+    box.scrollTop = 0;
+    fit(byKey(key));
   }
 
-  // ------------------------------------------------------------------ citations
-
-  function phaseCite(key, label) {
-    const a = document.createElement("a");
-    a.className = "cite cite-phase";
-    a.href = `#phase-${key}`;
-    a.textContent = label;
-    a.title = `the phase ${key}`;
-    return a;
-  }
-
-  function briefingCite(c, label) {
-    if (c.unresolved) {
-      const s = document.createElement("span");
-      s.className = "cite unresolved";
-      s.title = "no such passage in the briefing";
-      s.textContent = label;
-      return s;
+  // "Read the full text" opens the card's text in full; "Show less" closes it again. The
+  // state is the text box's, which a refresh moves into the fresh card.
+  function fit(card) {
+    const box = card.querySelector(".text");
+    let more = card.querySelector(".more");
+    if (!more && card.dataset.status === "completed" && card.dataset.kind !== "divergence") {
+      more = document.createElement("button"); // a card rendered before its phase completed
+      more.type = "button";
+      more.className = "more";
+      card.append(more);
     }
-    const b = document.createElement("button");
-    b.type = "button";
-    b.className = "cite cite-doc";
-    b.dataset.doc = c.doc;
-    b.dataset.chunk = String(c.chunk);
-    b.title = [c.title, ...(c.heading_path || [])].filter(Boolean).join(" › ");
-    b.textContent = label;
-    return b;
+    if (!more) return;
+    const open = box.classList.contains("open");
+    more.textContent = open ? "Show less" : "Read the full text";
+    more.setAttribute("aria-expanded", String(open));
+    const fits = box.dataset.state === "full" && !open && box.scrollHeight <= box.clientHeight + 1;
+    box.classList.toggle("fits", fits);
+    more.hidden = fits;
   }
 
-  // Offsets are UTF-16 code units, which is what JavaScript strings index.
-  function renderCited(box, text, citations) {
-    const spans = citations
-      .filter((c) => c.start >= 0 && c.end <= text.length && c.start < c.end)
-      .map((c) => ({ start: c.start, end: c.end, make: (label) => briefingCite(c, label) }));
-    for (const m of text.matchAll(PHASE_CITATION)) {
-      if (byKey(m[1])) spans.push({ start: m.index, end: m.index + m[0].length, make: (label) => phaseCite(m[1], label) });
+  async function toggleText(card) {
+    const box = card.querySelector(".text");
+    if (box.classList.contains("open")) {
+      box.classList.remove("open");
+    } else {
+      if (box.dataset.state !== "full") await loadText(card.dataset.key);
+      byKey(card.dataset.key).querySelector(".text").classList.add("open");
     }
-    spans.sort((a, b) => a.start - b.start);
-    const out = document.createDocumentFragment();
-    let at = 0;
-    for (const s of spans) {
-      if (s.start < at) continue; // overlapping: the earlier one wins
-      out.append(text.slice(at, s.start), s.make(text.slice(s.start, s.end)));
-      at = s.end;
-    }
-    out.append(text.slice(at));
-    box.replaceChildren(out);
+    fit(byKey(card.dataset.key));
+    drawSoon();
   }
 
+  // ------------------------------------------------------------------ briefing passages
+
+  // The document opens in a panel over the page's right edge (position: fixed): nothing
+  // in the page moves, so the citation just clicked stays where the reader's eyes are.
   async function showPassage(button) {
     const docId = button.dataset.doc;
     const chunk = Number(button.dataset.chunk);
@@ -204,14 +210,58 @@
     body.scrollTop = Math.max(0, mark.offsetTop - body.clientHeight / 4);
   }
 
-  function showSynthesis() {
-    if (synthesis) return;
-    synthesis = getJSON(`${api}/result`).then((r) => {
-      const section = document.getElementById("synthesis");
-      renderCited(section.querySelector(".text"), r.text, r.citations || []);
-      section.hidden = false;
-      section.dataset.ready = "true";
-    }).catch(() => { synthesis = null; });
+  function closePassage() {
+    document.getElementById("document").hidden = true;
+    for (const b of document.querySelectorAll(".cite-doc[aria-pressed]")) b.removeAttribute("aria-pressed");
+  }
+
+  // The answer section, rendered by the server once the result is written (and the
+  // decision, when the tally is recorded before it).
+  function showAnswer(again) {
+    if (answer && !again) return answer;
+    answer = getHTML(`${page}/answer`).then((html) => {
+      const fresh = html.getElementById("answer");
+      if (fresh) document.getElementById("answer").replaceWith(fresh);
+      if (fresh && fresh.dataset.ready === "true") readMarkdown();
+      else answer = null;
+    }).catch(() => { answer = null; });
+    return answer;
+  }
+
+  function readMarkdown() {
+    if (markdown === null) {
+      markdown = getJSON(`${api}/result`).then((r) => r.text).catch(() => { markdown = null; return null; });
+    }
+    return markdown;
+  }
+
+  // Copy the result's Markdown: the clipboard API where the page is a secure context,
+  // else a selected text area (what a plain-HTTP host allows).
+  async function copyResult(button) {
+    const text = await readMarkdown();
+    if (text === null) { notice("The result could not be read."); return; }
+    let copied = false;
+    try {
+      if (navigator.clipboard && window.isSecureContext) {
+        await navigator.clipboard.writeText(text);
+        copied = true;
+      }
+    } catch (e) {
+      copied = false;
+    }
+    if (!copied) {
+      const area = document.createElement("textarea");
+      area.value = text;
+      area.className = "offscreen";
+      area.setAttribute("readonly", "");
+      document.body.append(area);
+      area.select();
+      try { copied = document.execCommand("copy"); } catch (e) { copied = false; }
+      area.remove();
+    }
+    button.dataset.state = copied ? "copied" : "failed";
+    button.textContent = copied ? "Copied" : "Copy failed: use Download";
+    setTimeout(() => { button.dataset.state = "idle"; button.textContent = "Copy Markdown"; }, 2500);
   }
 
   // ------------------------------------------------------------------ the graph, refreshed
@@ -253,9 +303,12 @@
     if (!graph) return;
     for (const card of graph.querySelectorAll(".phase")) {
       const old = byKey(card.dataset.key);
-      if (old) card.querySelector(".text").replaceWith(old.querySelector(".text"));
+      if (old && old.dataset.kind !== "divergence" && old.querySelector(".text").dataset.state !== "summary") {
+        card.querySelector(".text").replaceWith(old.querySelector(".text"));
+      }
     }
     document.getElementById("graph").replaceWith(graph);
+    for (const card of graph.querySelectorAll(".phase")) fit(card);
     markCited();
     watchSizes();
     drawSoon();
@@ -277,30 +330,47 @@
     if (!drawing) { drawing = true; requestAnimationFrame(() => { drawing = false; drawEdges(); }); }
   }
 
+  // Lines from each card's drawn inputs (data-drawn: the server left out an input the card
+  // also has through another). A row of many phases is one group: its lines meet the group.
+  // One path per line, named by its ends (a card's key, or "level-N" for a group).
+  function anchor(card) {
+    const group = card.closest(".level.grouped");
+    return group ? [`level-${group.dataset.level}`, group.getBoundingClientRect()]
+      : [card.dataset.key, card.getBoundingClientRect()];
+  }
+
   function drawEdges() {
     const graph = document.getElementById("graph");
     const svg = graph.querySelector("svg.edges");
     const box = graph.getBoundingClientRect();
     svg.setAttribute("width", String(graph.scrollWidth));
     svg.setAttribute("height", String(graph.scrollHeight));
-    const d = [];
+    const lines = new Map();
     for (const card of graph.querySelectorAll(".phase")) {
-      const to = card.getBoundingClientRect();
-      for (const dep of (card.dataset.deps || "").split(" ")) {
+      const [toName, to] = anchor(card);
+      for (const dep of (card.dataset.drawn || "").split(" ")) {
         const from = dep && byKey(dep);
         if (!from) continue;
-        const a = from.getBoundingClientRect();
-        const x1 = a.left + a.width / 2 - box.left;
-        const y1 = a.bottom - box.top;
-        const x2 = to.left + to.width / 2 - box.left;
-        const y2 = to.top - box.top;
+        const [fromName, a] = anchor(from);
+        const x1 = Math.round(a.left + a.width / 2 - box.left);
+        const y1 = Math.round(a.bottom - box.top);
+        const x2 = Math.round(to.left + to.width / 2 - box.left);
+        const y2 = Math.round(to.top - box.top);
+        if (fromName === toName || y2 <= y1) continue;
         const bend = Math.max(12, (y2 - y1) / 2);
-        d.push(`M${x1},${y1} C${x1},${y1 + bend} ${x2},${y2 - bend} ${x2},${y2}`);
+        lines.set(`${fromName} ${toName}`, `M${x1},${y1} C${x1},${y1 + bend} ${x2},${y2 - bend} ${x2},${y2}`);
       }
     }
-    const path = document.createElementNS("http://www.w3.org/2000/svg", "path");
-    path.setAttribute("d", d.join(" "));
-    svg.replaceChildren(path);
+    const paths = [];
+    for (const [ends, d] of lines) {
+      const path = document.createElementNS("http://www.w3.org/2000/svg", "path");
+      const [from, to] = ends.split(" ");
+      path.setAttribute("d", d);
+      path.dataset.from = from;
+      path.dataset.to = to;
+      paths.push(path);
+    }
+    svg.replaceChildren(...paths);
   }
 
   // drawn in the observer's callback: after layout, before paint, so a frame never shows
@@ -336,7 +406,10 @@
       case "phase_completed":
         setStatus(card, "completed");
         if (card) loadText(e.phase).catch(() => {});
-        if (e.phase === terminal) showSynthesis();
+        if (e.phase === terminal) showAnswer(true);
+        break;
+      case "decision_recorded":
+        showAnswer(true);
         break;
       case "phase_failed":
         setStatus(card, "failed");
@@ -352,7 +425,7 @@
         root.dataset.final = "true";
         if (source) source.close();
         live(false);
-        if (e.data.status === "completed") showSynthesis();
+        if (document.getElementById("answer").dataset.ready !== "true") showAnswer(true);
         break;
       default:
         break;
@@ -386,17 +459,22 @@
     const cite = target.closest(".cite-doc");
     if (cite) { showPassage(cite); return; }
     const more = target.closest(".phase .more");
-    if (more) { loadText(more.closest(".phase").dataset.key).catch(() => {}); return; }
-    if (target.closest("#document .close")) document.getElementById("document").hidden = true;
+    if (more) { toggleText(more.closest(".phase")).catch(() => {}); return; }
+    const copy = target.closest("#copy-result");
+    if (copy) { copyResult(copy); return; }
+    if (target.closest("#document .close")) closePassage();
   });
 
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape" && !document.getElementById("document").hidden) closePassage();
+  });
   window.addEventListener("hashchange", markCited);
   markCited();
   watchSizes();
   drawSoon();
   tick();
   setInterval(tick, 1000);
-  const last = terminal && byKey(terminal);
-  if (last && last.dataset.status === "completed") showSynthesis();
+  for (const card of document.querySelectorAll(".phase")) fit(card);
+  if (document.getElementById("answer").dataset.ready === "true") readMarkdown();
   connect();
 })();
