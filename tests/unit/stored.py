@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from orchestrator.plan.expand import expand
 from orchestrator.plan.schema import BoardPlan, TeamPlan, load_plan
 from storage.read_models import NewPhase, PhaseRecord
@@ -14,9 +16,12 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def example(name: str, **changes: Any) -> BoardPlan | TeamPlan:
-    """An example plan (``board``/``team``), optionally with top-level fields changed."""
-    plan = load_plan(EXAMPLES / f"{name}.yaml")
-    return load_plan({**plan.model_dump(mode="json"), **changes}) if changes else plan
+    """An example plan (``board``/``team``), optionally with top-level fields changed. It runs
+    as the README runs it, on the example registry (``examples/models.yaml``, whose stances
+    make the team's experts disagree): its models are the plan's here, where no registry is."""
+    plan = load_plan(EXAMPLES / f"{name}.yaml").model_dump(mode="json")
+    models = yaml.safe_load((EXAMPLES / "models.yaml").read_text())["models"]
+    return load_plan({**plan, "models": plan.get("models") or models, **changes})
 
 
 def record(p: NewPhase, status: str = "completed") -> PhaseRecord:
