@@ -105,12 +105,13 @@ def test_a_finished_team_reads_answer_first_and_nothing_a_model_writes_runs(
         api: Any, workers: Any, settings: Any, browser: Any, tmp_path: Path) -> None:  # noqa: F811
     acme = make_tokens(settings.database_url, ("acme-rw", "acme", ["plans:read", "plans:write"]))["acme-rw"][1]
     auth = {"Authorization": f"Bearer {acme}"}
-    server = api(env={"CONCLAVE_AUTH": "tokens"})
+    registry = ROOT / "examples" / "models.yaml"  # the operator's stances: the team's debate, as documented
+    server = api(env={"CONCLAVE_AUTH": "tokens", "CONCLAVE_MODELS": str(registry)})
     url = server.url
     team = yaml.safe_load(TEAM.read_text())
     hostile = {**team, "title": "Hostile question", "question": HOSTILE}
     team_id, hostile_id = submit(url, auth, team), submit(url, auth, hostile)
-    workers(settings=settings.model_copy(update={"offline_latency": 0.0}))
+    workers(settings=settings.model_copy(update={"offline_latency": 0.0, "models": registry}))
     view, _ = finish(url, auth, team_id, hostile_id)
     assert view["status"] == "completed"
     result = httpx.get(f"{url}/v1/plans/{team_id}/result", headers=auth).json()["text"]

@@ -21,7 +21,6 @@ from orchestrator.api.ui.snapshot import Listing
 from orchestrator.control.plan_query import PlanQuery
 from storage.identity import Principal
 from storage.listing import PlanSummary
-from storage.plan_progress import Progress
 from storage.status import PlanStatus
 
 PAGE_SIZE = 50
@@ -59,7 +58,7 @@ def listing_table(found: Listing, query: PlanQuery, *, viewer: Principal | None)
         head = Markup("<tr><th>Plan</th><th>Title</th><th>Status</th><th>Progress</th><th>Cost</th>{tenant}"
                       "<th>Labels</th><th>Created</th></tr>").format(
             tenant=Markup("<th>Tenant</th>") if every_tenant else "")
-        rows = join(_row(p, found.progress.get(p.id), every_tenant) for p in found.page.plans)
+        rows = join(_row(p, found.tokens.get(p.id, 0), every_tenant) for p in found.page.plans)
         table = Markup('<table class="plans"><thead>{head}</thead><tbody>{rows}</tbody></table>').format(
             head=head, rows=rows)
     elif filtered:
@@ -86,10 +85,10 @@ def _query_string(query: PlanQuery, *, cursor: str | None) -> str:
     return urlencode(pairs)
 
 
-def _row(p: PlanSummary, progress: Progress | None, every_tenant: bool) -> Markup:
+def _row(p: PlanSummary, tokens: int, every_tenant: bool) -> Markup:
     labels = join((Markup('<a class="label" href="/ui/?{q}" title="only plans labelled {x}">{x}</a>').format(
         q=urlencode([("label", x)]), x=x) for x in p.labels), " ")
-    done, total = (progress.done, progress.total) if progress else (0, 0)
+    done, total = p.phases_done, p.phases_total
     return Markup(
         '<tr data-plan="{id}" data-status="{status_value}">'
         '<td class="id"><a href="/ui/plans/{id}" title="{id}"><code>{short}</code></a></td>'
@@ -101,6 +100,6 @@ def _row(p: PlanSummary, progress: Progress | None, every_tenant: bool) -> Marku
     ).format(id=p.id, status_value=p.status.value, short=p.id[:SHORT_ID], title=p.title or p.id,
              task=Markup(' <code class="task" title="task id">{}</code>').format(p.task_id) if p.task_id else "",
              status=badge(p.status), done=done, total=total, max=max(total, 1),
-             tokens=progress.tokens if progress else 0, tokens_shown=count(progress.tokens if progress else 0),
+             tokens=tokens, tokens_shown=count(tokens),
              tenant=Markup("<td>{}</td>").format(p.tenant) if every_tenant else "", labels=labels,
              created=moment(p.created_at.isoformat()))

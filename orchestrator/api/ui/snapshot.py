@@ -22,7 +22,7 @@ from orchestrator.plan.views import PlanView, plan_view
 from storage import outbox, usage
 from storage.identity import Principal
 from storage.listing import Page
-from storage.plan_progress import Progress, progress
+from storage.plan_progress import spent_tokens
 from storage.status import PhaseStatus
 
 
@@ -91,7 +91,7 @@ class Text:
 @dataclass(frozen=True)
 class Listing:
     page: Page
-    progress: dict[str, Progress]  # by plan id
+    tokens: dict[str, int]  # by plan id: what each has spent so far
 
 
 def read_snapshot(reads: PlanReads, ref: str, principal: Principal | None) -> PlanSnapshot:
@@ -130,8 +130,8 @@ def read_text(reads: PlanReads, ref: str, key: str | None, principal: Principal 
 
 
 def read_listing(reads: PlanReads, principal: Principal | None, filters: dict[str, object]) -> Listing:
-    """A page of the plans ``principal`` may see, with each one's progress and cost."""
+    """A page of the plans ``principal`` may see (each with its progress), and what each cost."""
     found = reads.list_plans(principal=principal, **filters)
     with storage_boundary():
-        done = progress(reads.db, [p.id for p in found.plans])
-    return Listing(page=found, progress=done)
+        tokens = spent_tokens(reads.db, [p.id for p in found.plans])
+    return Listing(page=found, tokens=tokens)
