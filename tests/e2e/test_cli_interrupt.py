@@ -1,0 +1,89 @@
+"""Ctrl-C during ``conclave run`` on a cluster, as a user presses it: a real SIGINT to a real
+``conclave run`` subprocess. Once: it stops following, says how to follow or cancel, exits
+130, and the shared plan goes on — a worker started afterwards finishes it. Twice within the
+grace, or once with ``--cancel-on-exit``: the plan is cancelled, and says so."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.client.conclave import Conclave
+from storage.status import PlanStatus
+from tests.conftest import ROOT, settings_env
+from tests.e2e.test_cli import CONCLAVE
+
+BOARD = str(ROOT / "examples" / "board.yaml")
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # as in a terminal, whatever this test runs under
+
+
+def start_run(settings: Any, cwd: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    """``conclave run`` on the cluster, with no worker yet (the plan waits): the process and
+    the plan it submitted, once it is stored."""
+    proc = subprocess.Popen([*CONCLAVE, "run", BOARD, *extra], cwd=cwd, env=settings_env(settings),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
+    with Conclave(settings, worker=False) as client:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            plans = client.list_plans()["plans"]
+            if plans:
+                time.sleep(1.0)  # it follows the plan now
+                return proc, plans[0]["id"]
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("conclave run stored no plan")
+
+
+def status(settings: Any, plan_id: str, *, until: PlanStatus | None = None) -> PlanStatus:
+    with Conclave(settings, worker=False) as client:
+        if until is not None:
+            return client.wait(plan_id, timeout=90).status
+        return client.get(plan_id).status
+
+
+@pytest.mark.slow
+def test_one_ctrl_c_detaches_and_the_plan_goes_on(settings: Any, workers: Any, tmp_path: Path) -> None:
+    proc, plan_id = start_run(settings, tmp_path)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert f"stopped following plan {plan_id}" in err and "keeps running on the cluster" in err
+    assert f"conclave watch {plan_id}" in err and f"conclave cancel {plan_id}" in err
+    assert "Traceback" not in err + out
+    assert status(settings, plan_id) == PlanStatus.RUNNING  # not cancelled
+    workers()
+    assert status(settings, plan_id, until=PlanStatus.COMPLETED) == PlanStatus.COMPLETED
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_cancels_the_plan(settings: Any, tmp_path: Path) -> None:
+    proc, plan_id = start_run(settings, tmp_path)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)  # within the grace
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert f"cancelling plan {plan_id}" in err and "cancel requested" in err
+    assert "Traceback" not in err + out
+    assert status(settings, plan_id) == PlanStatus.CANCELLED
+
+
+@pytest.mark.slow
+def test_cancel_on_exit_cancels_at_the_first_ctrl_c(settings: Any, tmp_path: Path) -> None:
+    proc, plan_id = start_run(settings, tmp_path, "--cancel-on-exit")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Press Ctrl-C again" not in err and f"cancelling plan {plan_id}" in err
+    assert "Traceback" not in err + out
+    assert status(settings, plan_id) == PlanStatus.CANCELLED
