@@ -87,3 +87,25 @@ def test_cancel_on_exit_cancels_at_the_first_ctrl_c(settings: Any, tmp_path: Pat
     assert "Press Ctrl-C again" not in err and f"cancelling plan {plan_id}" in err
     assert "Traceback" not in err + out
     assert status(settings, plan_id) == PlanStatus.CANCELLED
+
+
+@pytest.mark.slow
+def test_resume_after_a_worker_was_killed_says_whose_lease_holds_the_plan(settings: Any, workers: Any,
+                                                                         tmp_path: Path) -> None:
+    """A worker SIGKILLed mid-phase: ``resume`` enqueues nothing while its lease lasts, and
+    says so, naming the phase and until when — not a bare 'enqueued nothing'."""
+    slow = settings.model_copy(update={"lease_seconds": 60.0, "offline_latency": 0.2})
+    worker = workers(settings=slow)
+    with Conclave(slow, worker=False) as client:
+        plan_id = client.submit(BOARD)
+        deadline = time.monotonic() + 60
+        while not any(p.status == "running" for p in client.get(plan_id).phases):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    worker.kill(signal.SIGKILL)
+    out = subprocess.run([*CONCLAVE, "resume", plan_id[:8]], cwd=tmp_path, env=settings_env(slow),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert f"{plan_id}: enqueued nothing — running: opening held by a worker whose lease lasts until" in out.stdout
+    assert "UTC" in out.stdout and "resume after then" in out.stdout
+    assert status(slow, plan_id) == PlanStatus.RUNNING
