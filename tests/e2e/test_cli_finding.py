@@ -8,9 +8,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from tests.conftest import ROOT
+from tests.e2e.test_api import api, board  # noqa: F401  (api: the API server fixture)
 from tests.e2e.test_cli import run_cli
+from tests.e2e.test_plan_page import make_tokens
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -65,3 +70,30 @@ def test_a_relative_registry_that_is_not_here_is_refused_with_the_fix(tmp_path: 
     assert out.returncode == 2
     assert "CONCLAVE_MODELS (examples/models.yaml)" in out.stderr and "absolute path" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_list_and_prefixes_over_the_api_are_the_tokens_tenant(api: Any, workers: Any, settings: Any,  # noqa: F811
+                                                               tmp_path: Path) -> None:
+    """``--url`` with a tenant's token: ``list`` shows that tenant's plans only, a prefix finds
+    one of them, and another tenant's plan is not found by its prefix nor its whole id."""
+    tokens = make_tokens(settings.database_url, ("acme-rw", "acme", ["plans:read", "plans:write"]),
+                         ("globex-rw", "globex", ["plans:read", "plans:write"]))
+    acme, globex = tokens["acme-rw"][1], tokens["globex-rw"][1]
+    server = api(env={"CONCLAVE_AUTH": "tokens"})
+    workers()
+    ids = {}
+    for name, token in (("acme", acme), ("globex", globex)):
+        r = httpx.post(f"{server.url}/v1/plans", json=board(rounds=1), headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 201, r.text
+        ids[name] = r.json()["plan_id"]
+    remote = ["--url", server.url, "--token", acme]
+    waited = run_cli(["status", ids["acme"][:8], "--json", *remote], tmp_path, env=_env())
+    assert waited.returncode == 0, waited.stderr
+    listed = run_cli(["list", *remote], tmp_path, env=_env())
+    assert listed.returncode == 0, listed.stderr
+    rows = listed.stdout.splitlines()[1:]
+    assert [r.split()[0] for r in rows] == [ids["acme"]]
+    for ref in (ids["globex"][:8], ids["globex"]):
+        hidden = run_cli(["status", ref, *remote], tmp_path, env=_env())
+        assert hidden.returncode == 2 and "plan.not_found" in hidden.stderr, hidden.stderr
+        assert "Traceback" not in hidden.stderr
