@@ -162,7 +162,11 @@ def where(settings: Settings, url: str | None = None, tenant: str | None = None)
 
 
 def banner(settings: Settings, url: str | None = None, tenant: str | None = None) -> None:
-    """One line on stderr: embedded or cluster, which database and broker (no secrets)."""
+    """One line on stderr for a person at a terminal: embedded or cluster, which database and
+    broker (no secrets). Not when stderr is piped or logs are JSON lines — a program reading
+    them gets only what it asked for (``conclave info`` says the same on demand)."""
+    if not err.is_terminal or settings.log_format == "json":
+        return
     if url:
         line = f"conclave: cluster API {shown_url(url)}"
     elif settings.embedded:

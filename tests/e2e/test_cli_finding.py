@@ -32,7 +32,11 @@ def test_list_prefixes_and_where_it_looked(tmp_path: Path) -> None:
     ran = run_cli(["run", str(plan), "--json"], tmp_path, env=_env(CONCLAVE_TENANT="acme"))
     assert ran.returncode == 0, ran.stderr
     plan_id = json.loads(ran.stdout)["plan_id"]
-    assert f"embedded — database {tmp_path / '.conclave' / 'conclave.db'}" in ran.stderr and "tenant acme" in ran.stderr
+    assert "conclave: embedded" not in ran.stderr  # piped: no banner for a program to skip
+    # at a terminal (FORCE_COLOR: rich treats stderr as one), the banner names the database
+    shown = run_cli(["list"], tmp_path, env=_env(CONCLAVE_TENANT="acme", FORCE_COLOR="1"))
+    assert f"embedded — database {tmp_path / '.conclave' / 'conclave.db'}" in shown.stderr
+    assert "tenant acme" in shown.stderr
 
     listed = run_cli(["list", "--tenant", "acme"], tmp_path, env=_env())
     assert listed.returncode == 0, listed.stderr
