@@ -140,7 +140,8 @@ def test_honcho_start_runs_a_board_meeting_that_the_page_and_flower_show_and_sto
             page = browser.get(f"/ui/plans/{plan_id}")
             assert page.status_code == 200
             assert "Usage-based pricing for Ledgerly" in page.text and "completed" in page.text
-            cards = re.findall(r'id="phase-([^"]+)" data-key="[^"]+" data-status="([a-z_]+)"', page.text)
+            cards = re.findall(r'<article class="phase[^"]*" id="phase-([^"]+)"[^>]*? data-status="([a-z_]+)"',
+                               page.text)
             assert dict(cards) == dict.fromkeys(keys, "completed")  # every phase's card, completed
 
         assert httpx.get(f"{flower}/api/tasks", timeout=5).status_code == 401
