@@ -1,6 +1,6 @@
 """The documented commands and requests, run verbatim, so the docs cannot drift from the code.
 
-The README's cluster section and every shell and Python block of ``docs/*.md`` are extracted
+The README's cluster section and its program, and every shell and Python block of ``docs/*.md``, are extracted
 from the Markdown (:mod:`tests.doc_blocks`) and run in order, one bash session per document,
 as a reader types them (:mod:`tests.doc_session`): the README's against an empty Postgres
 database and a Redis database of the test's own (the section creates, migrates and starts
@@ -210,3 +210,15 @@ def test_every_marker_names_a_reason_and_a_runnable_block() -> None:
             if b.not_run is not None:
                 assert b.not_run and b.runnable, f"{b.where}: not-run marker on a {b.lang or 'plain'} block"
     assert "api.md" in [p.name for p in DOCS]  # the docs with runnable blocks were found
+
+
+def test_the_readme_program_runs_as_written_embedded(tmp_path: Path) -> None:
+    """The README's "Using it from a program" block, run verbatim with the venv's python in a
+    shell with no CONCLAVE_* settings: embedded, it runs the team example to its end and
+    prints its status and the synthesis."""
+    [program] = [b for b in section(ROOT / "README.md", "Using it from a program") if b.lang == "python"]
+    session = run([program], cwd=a_clone(tmp_path), env=shell_env(), out=tmp_path / "out", substitutions={})
+    assert session.returncode == 0, session.failure()
+    printed = session.output(program)
+    assert printed.startswith("completed ") and "Synthesis" in printed, printed[:500]
+    assert "Traceback" not in printed
