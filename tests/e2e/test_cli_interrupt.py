@@ -109,3 +109,21 @@ def test_resume_after_a_worker_was_killed_says_whose_lease_holds_the_plan(settin
     assert f"{plan_id}: enqueued nothing — running: opening held by a worker whose lease lasts until" in out.stdout
     assert "UTC" in out.stdout and "resume after then" in out.stdout
     assert status(slow, plan_id) == PlanStatus.RUNNING
+
+
+@pytest.mark.slow
+def test_resume_follow_streams_the_plan_and_ends_with_its_outcome(settings: Any, workers: Any,
+                                                                  tmp_path: Path) -> None:
+    """``resume --follow`` on a plan a worker is running: nothing to enqueue, said so, then the
+    meeting followed to its end, which it prints, exiting 0 for a completed plan."""
+    slow = settings.model_copy(update={"offline_latency": 0.02})
+    with Conclave(slow, worker=False) as client:
+        plan_id = client.submit(BOARD)
+    workers(settings=slow)
+    out = subprocess.run([*CONCLAVE, "resume", plan_id, "--follow"], cwd=tmp_path, env=settings_env(slow),
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert f"{plan_id}: enqueued nothing" in out.stdout
+    assert "completed · 12/12 phases" in out.stdout.splitlines()[-1]  # it ends with the outcome
+    assert "Traceback" not in out.stdout + out.stderr
+    assert status(slow, plan_id) == PlanStatus.COMPLETED
