@@ -215,6 +215,14 @@ def _state(s: Any, plan_id: str) -> PlanState | None:
     return PlanState(snapshot(PlanRecord, row), [snapshot(PhaseRecord, p) for p in phases])
 
 
+#: The plan row's lock for a change of its state: ``FOR NO KEY UPDATE`` on Postgres, the lock a
+#: worker's completion takes with its ``UPDATE`` (``storage.sql``). Not ``FOR UPDATE``, which
+#: also blocks the foreign-key check of every row inserted for the plan: a claim (one statement:
+#: its phase row, then its ``phase_started`` event) would wait on the plan while holding the
+#: phase a cancel waits for — a deadlock, which Postgres breaks by failing one of the two.
+PLAN_LOCK = {"key_share": True}
+
+
 def request_cancel(db: Database, plan_id: str, actor: Principal | None = None) -> Cancelled:
     """Set the stored cancel flag and cancel every pending phase. Returns their keys.
 
@@ -222,7 +230,7 @@ def request_cancel(db: Database, plan_id: str, actor: Principal | None = None) -
     ``actor`` (who asked) is recorded on the ``cancel_requested`` event.
     """
     with db.transaction() as s:
-        plan = s.get(Plan, plan_id, with_for_update=True)
+        plan = s.get(Plan, plan_id, with_for_update=PLAN_LOCK)
         if plan is None:
             raise NotFound(f"no plan {plan_id!r}")
         if plan.status in PLAN_FINAL:
@@ -277,7 +285,7 @@ def reopen(db: Database, plan_id: str, *, retry_failed: bool, actor: Principal |
     (never a pending phase under a final plan). Every resume is recorded as a
     ``resume_requested`` event naming ``actor`` (who asked). Returns the keys reset."""
     with db.transaction() as s:
-        plan = s.get(Plan, plan_id, with_for_update=True)
+        plan = s.get(Plan, plan_id, with_for_update=PLAN_LOCK)
         if plan is None:
             raise NotFound(f"no plan {plan_id!r}")
         reset: list[str] = []
@@ -375,7 +383,7 @@ def update_plan(db: Database, plan_id: str, changes: dict[str, Any], *, actor: P
     if unknown:
         raise ValueError(f"not patchable: {sorted(unknown)}")
     with db.transaction() as s:
-        plan = s.get(Plan, plan_id, with_for_update=True)
+        plan = s.get(Plan, plan_id, with_for_update=PLAN_LOCK)
         if plan is None:
             raise NotFound(f"no plan {plan_id!r}")
         if "max_debates" in changes and plan.status in PLAN_FINAL:
