@@ -7,10 +7,16 @@ with the offline model at zero latency, at most --in-flight plans running at onc
 followed the same way (one listing of the plans still running per poll, the whole view of each
 plan once it has ended):
 
-- plain: N boards of 5 experts over 2 rounds, no answer declared (14 phases each), in two
-  halves that bracket the eval, so a drift of the machine or the growing tables weighs on both;
-- eval: ``conclave eval``'s harness over N generated items, its panel the same board deciding by
-  plurality vote (each expert's verdicts read and stored, a decision phase: 15 phases each).
+- eval: ``conclave eval``'s harness over N generated items, its panel a board of 5 experts over
+  2 rounds deciding by plurality vote (each expert's verdicts read and stored, a decision
+  phase: 15 phases each);
+- panels: the same N plans (the same items, the same panel) submitted and followed as plain
+  plans, without the harness: the peer of the goal, so the ratio says what the eval adds;
+- boards: N plain boards of the same experts with no answer declared (14 phases each): what
+  deliberation itself (verdicts, the tally) costs a phase.
+
+Each plain side runs in two halves that bracket the eval, so a drift of the machine or the
+growing tables weighs on every side alike.
 
 Usage: python bench/eval_throughput.py [--items 1000] [--in-flight 32] [--concurrency 8]
                                        [--redis redis://127.0.0.1:6379/13]
@@ -64,18 +70,27 @@ def still_running(client: Any, label: str) -> set[str]:
             return ids
 
 
-def plain(client: Any, n: int, in_flight: int, first: int = 0) -> tuple[float, int]:
-    """N plain boards, at most ``in_flight`` running, followed as the harness follows its
-    plans: wall seconds and phases run."""
+def plain_board(item: Any) -> dict[str, Any]:
+    """An item's question put to the panel as a plain board: no answer, no tally."""
+    return {**board(item.question), "models": {"solver": SOLVER}, "labels": ["bench=boards"]}
+
+
+def plain_panel(item: Any) -> dict[str, Any]:
+    """An item's plan as the eval's panel arm builds it, submitted as a plain plan."""
+    return {**board(item.question), "decide": "vote", "answer": {"type": "choice", "options": list(item.choices)},
+            "models": {"solver": SOLVER}, "labels": ["bench=panels"]}
+
+
+def plain(client: Any, items: list[Any], in_flight: int, make: Any) -> tuple[float, int]:
+    """The plans ``make`` builds of ``items``, at most ``in_flight`` running, followed as the
+    harness follows its plans: wall seconds and phases run."""
     t0, phases, running, sent = time.perf_counter(), 0, [], 0
-    while sent < n or running:
-        while sent < n and len(running) < in_flight:
-            k = first + sent
-            plan = {**board(f"What is {k % 90 + 2} + {k % 7 + 2}?"), "models": {"solver": SOLVER},
-                    "labels": ["bench=plain"]}
-            running.append(client.submit(plan))
+    label = make(items[0])["labels"][0]
+    while sent < len(items) or running:
+        while sent < len(items) and len(running) < in_flight:
+            running.append(client.submit(make(items[sent])))
             sent += 1
-        listed, still = still_running(client, "bench=plain"), []
+        listed, still = still_running(client, label), []
         for plan_id in running:
             view = None if plan_id in listed else client.get(plan_id)
             if view is not None and view.final:
@@ -118,6 +133,7 @@ def main() -> None:
 
     from orchestrator.client.conclave import Conclave
     from orchestrator.core.settings import Settings
+    from orchestrator.evaluation.datasets import generate
     from storage import upgrade
 
     name, url = new_database()
@@ -128,30 +144,41 @@ def main() -> None:
                         allow_plan_models=True, submit_rate=0, max_active_plans=100_000)
     worker = start_worker(settings, "threads", args.concurrency, log)
     client = Conclave(settings, worker=False)
+    items = generate(args.items, options=2, seed=0)  # the eval's items (its spec's generate)
+    half = args.items // 2
+    wall = {"boards": 0.0, "panels": 0.0, "eval": 0.0}
+    phases = {"boards": 0, "panels": 0, "eval": 0}
+    cpu = {"boards": 0.0, "panels": 0.0, "eval": 0.0}
+
+    def side(kind: str, run: Any, *args: Any) -> None:
+        c0 = worker_cpu(worker.pid)
+        w, n = run(*args)
+        cpu[kind] += worker_cpu(worker.pid) - c0
+        wall[kind] += w
+        phases[kind] += n
+
     try:
-        half = args.items // 2
-        cpu0 = worker_cpu(worker.pid)
-        before_wall, before_phases = plain(client, half, args.in_flight)
-        cpu1 = worker_cpu(worker.pid)
-        with tempfile.TemporaryDirectory() as folder:
-            eval_wall, eval_phases = evaluation(client, args.items, args.in_flight, Path(folder))
-        cpu2 = worker_cpu(worker.pid)
-        after_wall, after_phases = plain(client, args.items - half, args.in_flight, first=half)
-        cpu3 = worker_cpu(worker.pid)
-        plain_wall, plain_phases = before_wall + after_wall, before_phases + after_phases
-        plain_cpu, eval_cpu = (cpu1 - cpu0) + (cpu3 - cpu2), cpu2 - cpu1
+        for part in (items[:half], None, items[half:]):
+            if part is None:
+                with tempfile.TemporaryDirectory() as folder:
+                    side("eval", evaluation, client, args.items, args.in_flight, Path(folder))
+                continue
+            for kind, make in (("panels", plain_panel), ("boards", plain_board)):
+                side(kind, plain, client, part, args.in_flight, make)
     finally:
         client.close()
         stop(worker)
         drop_database(name)
-    plain_rate, eval_rate = plain_phases / plain_wall, eval_phases / eval_wall
-    print(f"plain: {args.items} boards, {plain_phases} phases in {plain_wall:.1f}s: {plain_rate:.1f} phases/s"
-          f" (before the eval {before_phases / before_wall:.1f}, after it {after_phases / after_wall:.1f})")
-    print(f"eval:  {args.items} items, {eval_phases} phases in {eval_wall:.1f}s: {eval_rate:.1f} phases/s")
-    plain_ms, eval_ms = 1000 * plain_cpu / plain_phases, 1000 * eval_cpu / eval_phases
-    print(f"worker CPU per phase: plain {plain_ms:.2f} ms, eval {eval_ms:.2f} ms")
-    print(f"RATIO eval / plain plans, seconds per phase: {plain_rate / eval_rate:.2f}x (goal <= 1x the hot path's)")
-    print(f"RATIO eval / plain plans, worker CPU per phase: {eval_ms / plain_ms:.2f}x")
+    rate = {k: phases[k] / wall[k] for k in wall}
+    ms = {k: 1000 * cpu[k] / phases[k] for k in cpu}
+    for k, what in (("boards", "plain boards (no answer)"), ("panels", "plain panels (vote)"), ("eval", "eval")):
+        print(f"{k + ':':8}{args.items} {what}, {phases[k]} phases in {wall[k]:.1f}s: {rate[k]:.1f} phases/s, "
+              f"worker CPU {ms[k]:.2f} ms a phase")
+    print(f"RATIO eval / plain panels, seconds per phase: {rate['panels'] / rate['eval']:.2f}x "
+          "(goal <= 1x: the harness costs a phase nothing)")
+    print(f"RATIO eval / plain panels, worker CPU per phase: {ms['eval'] / ms['panels']:.2f}x")
+    print(f"RATIO plain panels / plain boards, worker CPU per phase: {ms['panels'] / ms['boards']:.2f}x "
+          "(what verdicts and the tally cost a phase)")
 
 
 if __name__ == "__main__":
