@@ -12,8 +12,12 @@ from storage.spend import Refusal
 
 
 def dollars(amount: float) -> str:
-    """US dollars to a tenth of a cent, and to the millionth below a cent (model calls are cheap)."""
-    return f"${amount:.2f}" if amount >= 1 else f"${amount:.6f}".rstrip("0").rstrip(".")
+    """US dollars: cents from a dollar up, else to the millionth that model calls need
+    (``$0.50``, ``$0.010238``), never fewer than two decimals."""
+    if amount >= 1:
+        return f"${amount:,.2f}"
+    whole, _, cents = f"{amount:.6f}".rstrip("0").partition(".")
+    return f"${whole}.{cents.ljust(2, '0')}"
 
 
 def refusal_message(refusal: Refusal, tenant: str) -> str:

@@ -18,6 +18,7 @@ from orchestrator.core.errors import InvalidPlan, TenantBudgetExhausted
 from orchestrator.core.settings import Settings, settings_errors
 from orchestrator.gateway.types import ModelSpec, Usage
 from orchestrator.plan.schema import load_plan
+from orchestrator.plan.spending import dollars
 from storage import phases, plans, spend, usage
 from storage.identity import Principal
 from storage.models import Reservation
@@ -76,7 +77,7 @@ def test_a_plan_that_runs_out_stops_at_its_budget_and_says_what_it_spent(priced:
     assert statuses.count(PhaseStatus.FAILED) == len(refused) and state.by_key()["synthesis"].status == "skipped"
     left = budget - spent
     message = state.plan.error_message or ""
-    assert f"${spent:.6f}".rstrip("0") in message and f"${left:.6f}".rstrip("0") in message, message
+    assert f"{dollars(spent)} spent of {dollars(budget)}, {dollars(left)} left" in message, message
     assert open_reservations(priced) == []  # every reservation settled by its usage row
 
     view = priced.coordinator.reads.view(plan_id)
