@@ -82,8 +82,8 @@ class Coordinator:
         phases atomically in the principal's tenant (the default tenant without one),
         then enqueue what is ready. Idempotent per (tenant, ``task_id``)."""
         plan = load_plan(source, max_bytes=self.settings.max_plan_bytes)
-        self.models.check_plan(plan)
         tenant = principal.tenant if principal else DEFAULT_TENANT
+        self.models.check_plan(plan, tenant_budget=tenant if self.settings.tenant_budget(tenant) else None)
         created = plans.create_plan(
             self.db, title=plan.title, kind=plan.kind, spec=dump_plan(plan), phases=expand(plan),
             task_id=plan.task_id, max_active=self.settings.max_active_plans, max_debates=plan.max_debates,

@@ -211,9 +211,11 @@ class ModelResolver:
 
     # ------------------------------------------------------------------ submit time
 
-    def check_plan(self, plan: Plan) -> None:
+    def check_plan(self, plan: Plan, *, tenant_budget: str | None = None) -> None:
         """Refuse a plan whose models this deployment will not run (:class:`InvalidPlan`
-        naming ``models.<name>[.<field>]``, ``experts[i].model`` or ``moderator.model``)."""
+        naming ``models.<name>[.<field>]``, ``experts[i].model`` or ``moderator.model``), and
+        one that a budget in dollars could not count: under ``budget.usd``, or when its tenant
+        has a monthly budget (``tenant_budget``: the tenant), every model needs a price."""
         problems = []
         for name, cfg in plan.models.items():
             refused = self._plan_model_problems(name, cfg)
@@ -228,7 +230,7 @@ class ModelResolver:
                 message = self._reference_problem(plan, fallback)
                 if message is not None:
                     problems.append(_Problem(f"{field}.fallback_models[{i}]", message))
-        problems += self._unpriced(plan)
+        problems += self._unpriced(plan, tenant_budget)
         if problems:
             details = [{"field": p.field, "message": p.message} for p in problems]
             raise InvalidPlan(f"invalid plan: {problems[0].field}: {problems[0].message}", details=details)
@@ -238,18 +240,23 @@ class ModelResolver:
         entry = None if name in plan.models else self.registry.get(name)
         return entry is not None and entry.price is not None
 
-    def _unpriced(self, plan: Plan) -> list[_Problem]:
+    def _unpriced(self, plan: Plan, tenant_budget: str | None) -> list[_Problem]:
         """A budget in dollars needs a price for every model the plan may call: a model
         without one is never taken to be free."""
-        if plan.budget is None or plan.budget.usd is None:
+        if plan.budget is not None and plan.budget.usd is not None:
+            names = dict.fromkeys(n for _, expert in plan.named_experts() for n in expert.models)
+            unpriced = [n for n in names if not self.priced(plan, n)]
+            if unpriced:
+                return [_Problem("budget.usd", f"model {', '.join(map(repr, unpriced))} has no price in the "
+                                               "operator's registry (price: {input, output}); a budget in dollars "
+                                               "cannot count its calls, and a call is never taken to be free")]
+        if tenant_budget is None:
             return []
-        names = dict.fromkeys(n for _, expert in plan.named_experts() for n in expert.models)
-        unpriced = [n for n in names if not self.priced(plan, n)]
-        if not unpriced:
-            return []
-        return [_Problem("budget.usd", f"model {', '.join(map(repr, unpriced))} has no price in the operator's "
-                                       "registry (price: {input, output}); a budget in dollars cannot count its "
-                                       "calls, and a call is never taken to be free")]
+        return [_Problem(f"{field}.model", f"model {name!r} has no price in the operator's registry, and tenant "
+                                           f"{tenant_budget!r} has a monthly budget in dollars: a call is never "
+                                           "taken to be free")
+                for field, expert in plan.named_experts() for name in expert.models[:1]
+                if not self.priced(plan, name)]
 
     def _reference_problem(self, plan: Plan, name: str) -> str | None:
         if name in plan.models or name in self.registry:

@@ -202,3 +202,16 @@ def test_a_tenant_whose_month_is_spent_cannot_submit_and_others_can(template_db:
         assert planes.state(other).plan.status == PlanStatus.COMPLETED
     finally:
         planes.close()
+
+
+def test_a_tenant_with_a_monthly_budget_cannot_run_a_model_without_a_price(template_db: Path,
+                                                                             directory: Path) -> None:
+    planes = Planes.open(template_db, directory, models=priced_registry(directory), tenant_monthly_usd=10)
+    try:
+        with pytest.raises(InvalidPlan) as caught:
+            submit(planes, wide_team(1, budget=None, model="free"), tenant="acme")
+        assert {d["field"] for d in caught.value.details} == {f"experts[{i}].model" for i in range(5)}
+        assert "tenant 'acme' has a monthly budget" in caught.value.message
+        assert plans.running_plan_ids(planes.db) == []
+    finally:
+        planes.close()
