@@ -177,7 +177,8 @@ def test_tenant_budgets_are_validated_naming_the_variable() -> None:
 
 
 def test_a_tenant_whose_month_is_spent_cannot_submit_and_others_can(template_db: Path, directory: Path) -> None:
-    planes = Planes.open(template_db, directory, models=priced_registry(directory), tenant_budgets="acme=0.05")
+    planes = Planes.open(template_db, directory, models=priced_registry(directory),
+                         tenant_budgets="acme=0.05,beta=0.04")
     try:
         first = submit(planes, wide_team(8, budget=None), tenant="acme")
         planes.run_all()
@@ -197,7 +198,7 @@ def test_a_tenant_whose_month_is_spent_cannot_submit_and_others_can(template_db:
         assert details["tenant"] == "acme" and details["budget_usd"] == 0.05
         assert details["spent_usd"] == pytest.approx(0.05) and len(details["month"]) == 7
         assert plans.running_plan_ids(planes.db) == []  # nothing stored for the refused plan
-        other = submit(planes, wide_team(1, budget=None), tenant="beta")  # beta has no budget
+        other = submit(planes, wide_team(1, budget=None), tenant="beta")  # beta's month is its own
         planes.run_all()
         assert planes.state(other).plan.status == PlanStatus.COMPLETED
     finally:
