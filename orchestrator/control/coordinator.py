@@ -83,7 +83,10 @@ class Coordinator:
         then enqueue what is ready. Idempotent per (tenant, ``task_id``)."""
         plan = load_plan(source, max_bytes=self.settings.max_plan_bytes)
         tenant = principal.tenant if principal else DEFAULT_TENANT
-        self.models.check_plan(plan, tenant_budget=tenant if self.settings.tenant_budget(tenant) else None)
+        if self.settings.tenant_budget(tenant) is None:
+            self.models.check_plan(plan)
+        else:  # its month is counted in dollars: every model needs a price
+            self.models.check_plan(plan, tenant_budget=tenant)
         created = plans.create_plan(
             self.db, title=plan.title, kind=plan.kind, spec=dump_plan(plan), phases=expand(plan),
             task_id=plan.task_id, max_active=self.settings.max_active_plans, max_debates=plan.max_debates,
