@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from orchestrator.api.ui.plan_page import budget_text
 from orchestrator.core.errors import InvalidPlan, TenantBudgetExhausted
 from orchestrator.core.settings import Settings, settings_errors
 from orchestrator.gateway.types import ModelSpec, Usage
@@ -83,6 +84,7 @@ def test_a_plan_that_runs_out_stops_at_its_budget_and_says_what_it_spent(priced:
     view = priced.coordinator.reads.view(plan_id)
     assert view.budget is not None and view.budget.usd == budget
     assert view.budget.spent_usd == pytest.approx(spent) and view.budget.remaining_usd == pytest.approx(left)
+    assert budget_text(view.budget) == f"{dollars(spent)} of {dollars(budget)}, {dollars(left)} left"  # the page
 
 
 def test_the_token_budget_reserves_the_same_way(priced: Planes) -> None:
