@@ -55,6 +55,11 @@ def tenant_spent(db: Database, tenant: str, now: datetime | None = None) -> floa
         return float(conn.scalar(select(spent_this_month(tenant, month_start(now or utcnow())))) or 0.0)
 
 
+def _usd(amount: float) -> str:
+    """Dollars as people read them: cents, and the millionths below a cent that calls cost."""
+    return f"${amount:,.2f}" if amount >= 0.01 or amount == 0 else f"${amount:.6f}"
+
+
 def admit(s: Any, dialect: str, tenant: str, *, max_active: int, submit_rate: int,
           monthly_usd: float | None = None) -> datetime:
     """Raise :class:`RateLimited`, :class:`CapacityExceeded` or :class:`BudgetSpent` (the
@@ -67,7 +72,7 @@ def admit(s: Any, dialect: str, tenant: str, *, max_active: int, submit_rate: in
     if monthly_usd is not None:
         spent = float(s.scalar(select(spent_this_month(tenant, month_start(now)))) or 0.0)
         if spent >= monthly_usd:
-            raise BudgetSpent(f"tenant {tenant!r} has spent ${spent:.2f} of its budget of ${monthly_usd:.2f} for "
+            raise BudgetSpent(f"tenant {tenant!r} has spent {_usd(spent)} of its budget of {_usd(monthly_usd)} for "
                               f"{month_of(now)} (UTC); a new plan is accepted next month or once the operator "
                               "raises it (CONCLAVE_TENANT_BUDGETS)", tenant=tenant, spent_usd=spent,
                               budget_usd=monthly_usd, month=month_of(now))

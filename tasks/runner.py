@@ -295,6 +295,8 @@ class PhaseRunner:
             which = "the plan's budget.usd" if limits.usd is not None else f"tenant {tenant!r}'s monthly budget"
             raise Unpriced(f"model {spec.name!r} has no price in the operator's registry: {which} cannot count "
                            "its calls, and a call is never taken to be free")
+        # retried when the database fails: a reservation whose COMMIT was lost stays held, over-counting
+        # (safe) until the phase ends and the reconciler releases it
         held = self._durably(lambda: spend.reserve(
             self.db, plan_id=work.plan_id, phase_id=work.phase.id, attempt=work.attempt, tenant=tenant or "-",
             tokens=input_tokens + spec.max_output_tokens, cost_usd=cost, limits=limits))
