@@ -10,13 +10,14 @@ nothing spent and call; reserving first lets at most the budget through.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import create_engine, select, text
 
-from storage import Database
+from storage import Database, spend
 from storage.models import Reservation
 from tests.budgets import PER_CALL, WORST, priced_registry, wide_team
 from tests.integration.durability import ledger, owner_pid, wait_for
@@ -92,3 +93,71 @@ def test_a_worker_killed_holding_a_reservation_does_not_leak_it(client: Any, wor
     assert led.phase("p00").attempt > attempt
     assert sum(u.cost_usd or 0.0 for u in led.usage_rows) <= BUDGET
     assert reservations(client.local.db, plan_id) == []
+
+
+def test_a_tenants_month_holds_across_its_racing_plans(client: Any, workers: Any, settings: Any,
+                                                       tmp_path: Path) -> None:
+    """No plan budget, a tenant budget of about ten worst cases, two plans of the tenant with
+    ten phases each started together: the month is never overspent, summed over both plans.
+    (A reservation is a few milliseconds, so racing processes seldom overlap on it here; that
+    they serialise on the tenant's lock is shown deterministically by the next test.)"""
+    month = 10 * WORST
+    budgeted = settings.model_copy(update={"tenant_monthly_usd": month})
+    workers.many(2, beat=True, concurrency=10, settings=budgeted)
+    local = type(client)(budgeted, worker=False)
+    try:
+        plan_ids = [local.submit(wide_team(10, budget=None, title=f"Tenant month {i}")) for i in range(2)]
+        wait_for(lambda: all(local.get(p).final for p in plan_ids), 120, interval=0.2, what="plans final")
+        spent = 0.0
+        for plan_id in plan_ids:
+            led = ledger(local.local.db, plan_id)
+            spent += sum(u.cost_usd or 0.0 for u in led.usage_rows)
+            assert led.plan.status in ("budget_exhausted", "completed"), led.statuses()
+            assert reservations(local.local.db, plan_id) == []
+        assert spent <= month, f"the tenant spent ${spent:.4f} of its ${month:.4f}"
+        refused = [p for pid in plan_ids for p in ledger(local.local.db, pid).phases
+                   if p.error_code == "llm.budget_exhausted"]
+        assert refused and all("tenant 'default'" in (p.error_message or "") for p in refused)
+    finally:
+        local.close()
+
+
+@pytest.mark.parametrize("budget", ["plan", "tenant"])
+def test_a_reservation_waits_for_one_in_flight_and_then_counts_it(client: Any, settings: Any, budget: str) -> None:
+    """The serialisation the race above relies on, made visible: a transaction holds the plan
+    row's lock (a plan budget) or the tenant's spend lock (a tenant budget) and has inserted a
+    reservation of the whole budget, not yet committed. A reservation asked for meanwhile waits
+    for that lock (seen in ``pg_locks``), then counts the committed one and is refused."""
+    plan_id = client.submit(wide_team(1, budget={"usd": WORST} if budget == "plan" else None))
+    phase = client.local.reads.state(plan_id).by_key()["p00"]
+    db = client.local.db
+    limits = spend.Limits(usd=WORST) if budget == "plan" else spend.Limits(tenant_usd=WORST)
+    engine = create_engine(settings.database_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    outcome: list[int | spend.Refusal] = []
+    with engine.connect() as holder:
+        holder.begin()
+        if budget == "plan":
+            holder.execute(text("SELECT id FROM plans WHERE id = :p FOR NO KEY UPDATE"), {"p": plan_id})
+        else:
+            holder.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": spend.tenant_lock_key("default")})
+        holder.execute(text("INSERT INTO reservations (plan_id, phase_id, attempt, tenant, tokens, cost_usd, "
+                            "created_at) VALUES (:p, :ph, 1, 'default', 10, :usd, now())"),
+                       {"p": plan_id, "ph": phase.id, "usd": WORST})
+        asker = threading.Thread(target=lambda: outcome.append(spend.reserve(
+            db, plan_id=plan_id, phase_id=phase.id, attempt=1, tenant="default", tokens=10, cost_usd=WORST,
+            limits=limits)))
+        asker.start()
+        wait_for(lambda: outcome or _waiting(holder), 30, interval=0.05, what="the second reservation waiting")
+        holder.commit()
+    asker.join(30)
+    engine.dispose()
+    (got,) = outcome
+    assert isinstance(got, spend.Refusal) and got.reserved == pytest.approx(WORST), got
+    assert reservations(db, plan_id) == [(phase.id, 1)]  # the one in flight, and no second
+
+
+def _waiting(conn: Any) -> bool:
+    """Some session of this test's database waits for a lock (only this test's can)."""
+    return bool(conn.execute(text(
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+        "WHERE NOT l.granted AND a.datname = current_database()")).scalar())

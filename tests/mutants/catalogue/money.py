@@ -8,6 +8,7 @@ from tests.mutants.catalogue_types import Mutation, mutation
 
 RACE = "tests/integration/test_budgets.py::test_twenty_racing_phases_never_spend_past_the_budget"
 KILLED = "tests/integration/test_budgets.py::test_a_worker_killed_holding_a_reservation_does_not_leak_it"
+WAITS = "tests/integration/test_budgets.py::test_a_reservation_waits_for_one_in_flight_and_then_counts_it"
 UNIT = "tests/unit/test_budgets.py"
 HELD = f"{UNIT}::test_a_reservation_counts_until_settled_and_a_dead_attempts_is_released"
 RAN_OUT = f"{UNIT}::test_a_plan_that_runs_out_stops_at_its_budget_and_says_what_it_spent"
@@ -43,6 +44,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        pass\n",
         tests=(HELD,),
         why="a phase claimed again after its worker died still counts the dead attempt's worst case"),
+    mutation(
+        "tenant-spend-lock-dropped", "I57", "storage/spend.py",
+        "            s.execute(select(func.pg_advisory_xact_lock(tenant_lock_key(tenant))))\n",
+        "            pass\n",
+        tests=(f"{WAITS}[tenant]",),
+        why="reservations of different plans of a tenant do not serialise: racing plans each see the same "
+            "month and together spend past it"),
+    mutation(
+        "plan-lock-not-taken-to-reserve", "I57", "storage/spend.py",
+        "            s.execute(select(Plan.id).where(Plan.id == plan_id)"
+        ".with_for_update(key_share=PLAN_LOCK[\"key_share\"]))\n",
+        "            pass\n",
+        tests=(f"{WAITS}[plan]",),
+        why="two reservations of one plan read the same sums and both insert: racing phases cross the plan's "
+            "budget"),
     mutation(
         "reconciler-releases-nothing", "I57", "orchestrator/control/coordinator.py",
         "        released = spend.release_stale(self.db)\n",
