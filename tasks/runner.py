@@ -297,8 +297,9 @@ class PhaseRunner:
                            "its calls, and a call is never taken to be free")
         # retried when the database fails: a reservation whose COMMIT was lost stays held, over-counting
         # (safe) until the phase ends and the reconciler releases it
+        tenant = tenant or self.tenant_of(work.plan_id)  # stored with it, read once per plan and process
         held = self._durably(lambda: spend.reserve(
-            self.db, plan_id=work.plan_id, phase_id=work.phase.id, attempt=work.attempt, tenant=tenant or "-",
+            self.db, plan_id=work.plan_id, phase_id=work.phase.id, attempt=work.attempt, tenant=tenant,
             tokens=input_tokens + spec.max_output_tokens, cost_usd=cost, limits=limits))
         if isinstance(held, spend.Refusal):
             raise BudgetExhausted(refusal_message(held, tenant))
