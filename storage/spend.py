@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import and_, delete, func, literal, not_, select
+from sqlalchemy import delete, func, literal, not_, select
 
 from storage import locks
 from storage.db import Database
@@ -140,21 +140,3 @@ def release_stale(db: Database) -> int:
     with db.statement() as conn:
         res = conn.execute(delete(Reservation).where(not_(running)))
     return int(res.rowcount or 0)
-
-
-@dataclass(frozen=True)
-class Held:
-    """What a plan has promised to calls in flight."""
-
-    calls: int
-    tokens: int
-    cost_usd: float
-
-
-def held(db: Database, plan_id: str) -> Held:
-    """The plan's open reservations, summed."""
-    with db.statement() as conn:
-        n, tokens, cost = conn.execute(select(func.count(), func.coalesce(func.sum(Reservation.tokens), 0),
-                                              func.coalesce(func.sum(Reservation.cost_usd), 0.0))
-                                       .where(and_(Reservation.plan_id == plan_id))).one()
-    return Held(int(n), int(tokens), float(cost or 0.0))

@@ -16,7 +16,6 @@ from typing import Any
 from sqlalchemy import func, or_, select
 
 from storage import locks
-from storage.db import Database
 from storage.exceptions import BudgetSpent, CapacityExceeded, RateLimited
 from storage.models import Plan, UsageRow, utcnow
 from storage.status import PlanStatus
@@ -47,12 +46,6 @@ def spent_this_month(tenant: str, since: datetime) -> Any:
             .join(Plan, Plan.id == UsageRow.plan_id)
             .where(Plan.tenant == tenant, live, UsageRow.created_at >= since)
             .scalar_subquery())
-
-
-def tenant_spent(db: Database, tenant: str, now: datetime | None = None) -> float:
-    """What ``tenant`` spent this calendar month (UTC), in US dollars, from its usage rows."""
-    with db.statement() as conn:
-        return float(conn.scalar(select(spent_this_month(tenant, month_start(now or utcnow())))) or 0.0)
 
 
 def _usd(amount: float) -> str:
