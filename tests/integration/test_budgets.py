@@ -62,6 +62,24 @@ def test_twenty_racing_phases_never_spend_past_the_budget(client: Any, workers: 
     assert view.budget.remaining_usd == pytest.approx(budget - spent)
 
 
+def test_twenty_racing_phases_never_spend_past_a_token_budget(client: Any, workers: Any) -> None:
+    """The token budget reserves the same way: a call's worst case is its request's estimated
+    tokens plus ``max_output_tokens`` (about 1,140 here, of which it spends about 350)."""
+    workers.many(2, beat=True, concurrency=10)
+    budget = 4_500  # about four calls' worst case, a dozen calls' spend: twenty at once would spend 7,000
+    plan_id = client.submit(wide_team(20, budget={"max_tokens": budget}, title="Racing tokens"))
+    wait_for(lambda: client.get(plan_id).final, 120, interval=0.2, what="plan final")
+
+    led = ledger(client.local.db, plan_id)
+    spent = sum(u.input_tokens + u.output_tokens for u in led.usage_rows)
+    assert spent <= budget, f"spent {spent} tokens of {budget} in {len(led.usage_rows)} calls"
+    assert led.plan.status == "budget_exhausted"
+    refused = [p for p in led.phases if p.error_code == "llm.budget_exhausted"]
+    assert refused and all("budget.max_tokens" in (p.error_message or "") for p in refused)
+    assert f"{spent} tokens spent of {budget}, {budget - spent} left" in (led.plan.error_message or "")
+    assert reservations(client.local.db, plan_id) == []
+
+
 BUDGET = 1.97 * WORST
 
 

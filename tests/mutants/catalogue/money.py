@@ -7,6 +7,7 @@ from __future__ import annotations
 from tests.mutants.catalogue_types import Mutation, mutation
 
 RACE = "tests/integration/test_budgets.py::test_twenty_racing_phases_never_spend_past_the_budget"
+TOKEN_RACE = "tests/integration/test_budgets.py::test_twenty_racing_phases_never_spend_past_a_token_budget"
 KILLED = "tests/integration/test_budgets.py::test_a_worker_killed_holding_a_reservation_does_not_leak_it"
 WAITS = "tests/integration/test_budgets.py::test_a_reservation_waits_for_one_in_flight_and_then_counts_it"
 UNIT = "tests/unit/test_budgets.py"
@@ -21,7 +22,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "check-then-call", "I57", "storage/spend.py",
         "        s.add(held)\n        s.flush()\n        return int(held.id)\n",
         "        return 0  # checked against what is on record, never reserved\n",
-        tests=(RACE, HELD),
+        tests=(RACE, TOKEN_RACE, HELD),
         why="the budget is checked but nothing is reserved: concurrent phases all see the same spend and "
             "all call, past the budget"),
     mutation(
