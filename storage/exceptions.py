@@ -6,6 +6,7 @@
     ├── Conflict          storage.conflict     (unique/foreign-key violation, lost race)
     │   ├── CapacityExceeded storage.capacity_exceeded
     │   ├── RateLimited   storage.rate_limited (``retry_after`` seconds)
+    │   ├── BudgetSpent   storage.budget_spent (a tenant's monthly budget: ``details``)
     │   └── Busy          storage.busy
     └── Unavailable       storage.unavailable  (cannot reach the database; retry later)
 
@@ -95,3 +96,26 @@ class RateLimited(Conflict):
 
     def __str__(self) -> str:
         return self.message
+
+
+class BudgetSpent(Conflict):
+    """A tenant's budget for the calendar month is spent: ``details`` has the tenant, the
+    budget, what was spent and the month (``YYYY-MM``, UTC)."""
+
+    code = "storage.budget_spent"
+
+    def __init__(self, message: str, *, tenant: str, spent_usd: float, budget_usd: float, month: str) -> None:
+        super().__init__(message, tenant, spent_usd, budget_usd, month)
+        self.message = message
+        self.details = {"tenant": tenant, "budget_usd": budget_usd, "spent_usd": spent_usd, "month": month}
+
+    def __reduce__(self) -> tuple[object, ...]:
+        d = self.details
+        return (_budget_spent, (self.message, d["tenant"], d["spent_usd"], d["budget_usd"], d["month"]))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _budget_spent(message: str, tenant: str, spent_usd: float, budget_usd: float, month: str) -> BudgetSpent:
+    return BudgetSpent(message, tenant=tenant, spent_usd=spent_usd, budget_usd=budget_usd, month=month)

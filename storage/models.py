@@ -177,6 +177,24 @@ class UsageRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class Reservation(Base):
+    """A model call's worst case (tokens, dollars), held from before the call until its usage
+    row is written — in the same transaction, which deletes it (:mod:`storage.spend`). Open
+    rows are what is promised and not yet on record: a budget is the usage rows plus these.
+    ``tenant`` is the plan's, so a tenant's monthly budget sums its open calls in one index."""
+
+    __tablename__ = "reservations"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), index=True)
+    phase_id: Mapped[str] = mapped_column(ForeignKey("phases.id", ondelete="CASCADE"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    tenant: Mapped[str] = mapped_column(String(64), index=True)
+    tokens: Mapped[int] = mapped_column(Integer)
+    cost_usd: Mapped[float | None] = mapped_column(Float)  # None: the call's model has no price
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class Event(Base):
     """Transactional outbox: written in the same transaction as the change it reports."""
 

@@ -74,6 +74,7 @@ def create_plan(
     briefing: Sequence[NewDocument] = (),
     max_debates: int = 0,
     labels: Sequence[str] = (),
+    monthly_usd: float | None = None,
 ) -> Created:
     """Insert a plan, all its phases and its briefing (documents and chunks) in one
     transaction, in ``tenant``: a failure anywhere stores nothing.
@@ -85,7 +86,8 @@ def create_plan(
     limit; ``retry_after`` says when the oldest leaves the window) and with
     :class:`CapacityExceeded` when ``max_active`` plans are running — also when
     submissions race: both are derived from stored plan rows, counted and inserted
-    under a per-tenant database lock. ``principal`` is recorded on the
+    under a per-tenant database lock; with :class:`BudgetSpent` once the tenant's
+    ``monthly_usd`` (None: no budget) is spent this month. ``principal`` is recorded on the
     ``plan_submitted`` event (id and name, never a token).
     """
     if task_id is not None:
@@ -95,7 +97,8 @@ def create_plan(
     plan_id = new_plan_id()
     try:
         with db.transaction() as s:
-            now = tenancy.admit(s, db.dialect, tenant, max_active=max_active, submit_rate=submit_rate)
+            now = tenancy.admit(s, db.dialect, tenant, max_active=max_active, submit_rate=submit_rate,
+                                monthly_usd=monthly_usd)
             s.add(Plan(id=plan_id, tenant=tenant, task_id=task_id, title=title, kind=kind, spec=spec,
                        max_debates=max_debates, labels=list(labels),
                        status=PlanStatus.RUNNING, created_at=now, updated_at=now))

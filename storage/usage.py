@@ -24,14 +24,18 @@ def counted() -> ColumnElement[bool]:
 
 def record_usage(db: Database, *, plan_id: str, phase_id: str, attempt: int, seq: int, purpose: str,
                  model: str, input_tokens: int, output_tokens: int, source: str,
-                 method: str | None, cost_usd: float | None = None) -> bool:
+                 method: str | None, cost_usd: float | None = None, reservation: int | None = None) -> bool:
     """Insert one call's usage (``cost_usd``: its price at the time, None for a model without
-    one). Returns False when that (phase, attempt, seq) is already on record."""
+    one) and, with ``reservation`` (the call's, :func:`storage.spend.reserve`), settle it: the
+    reservation is released by the same write, so the call is counted once — one statement
+    on Postgres either way. Returns False when that (phase, attempt, seq) is already on record."""
+    values = {"plan_id": plan_id, "phase_id": phase_id, "attempt": attempt, "seq": seq, "purpose": purpose,
+              "model": model, "input_tokens": input_tokens, "output_tokens": output_tokens, "source": source,
+              "method": method, "cost_usd": cost_usd}
     with db.statement() as conn:
-        return db.sql.insert_usage(conn, {
-            "plan_id": plan_id, "phase_id": phase_id, "attempt": attempt, "seq": seq, "purpose": purpose,
-            "model": model, "input_tokens": input_tokens, "output_tokens": output_tokens, "source": source,
-            "method": method, "cost_usd": cost_usd})
+        if reservation is None:
+            return db.sql.insert_usage(conn, values)
+        return db.sql.settle_usage(conn, values, reservation)
 
 
 def spent_tokens(db: Database, plan_id: str) -> int:
@@ -40,6 +44,18 @@ def spent_tokens(db: Database, plan_id: str) -> int:
         v = s.scalar(select(func.sum(UsageRow.input_tokens + UsageRow.output_tokens))
                      .where(UsageRow.plan_id == plan_id))
     return int(v or 0)
+
+
+def spent(db: Database, plan_id: str) -> tuple[int, float | None]:
+    """Every token and US dollar on record for the plan, waste included (what a budget
+    bounds); the dollars are None when a call on record had no price."""
+    with db.transaction() as s:
+        tokens, usd, unpriced = s.execute(
+            select(func.coalesce(func.sum(UsageRow.input_tokens + UsageRow.output_tokens), 0),
+                   func.coalesce(func.sum(UsageRow.cost_usd), 0.0),
+                   func.count().filter(UsageRow.cost_usd.is_(None)))
+            .where(UsageRow.plan_id == plan_id)).one()
+    return int(tokens), None if unpriced else float(usd or 0.0)
 
 
 def rows_for_plan(db: Database, plan_id: str) -> list[UsageRecord]:

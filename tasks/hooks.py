@@ -1,4 +1,4 @@
-"""Gateway hooks a phase runs with: usage accounting, the plan's token budget, cancellation.
+"""Gateway hooks a phase runs with: spending (budgets and usage accounting), cancellation.
 
 Small classes around every model call (summariser calls and retries included),
 in the style of dramatiq's middleware, rather than flags threaded through calls.
@@ -9,8 +9,7 @@ from __future__ import annotations
 import itertools
 from typing import Protocol
 
-from orchestrator.gateway.budget import estimate_tokens
-from orchestrator.gateway.failures import BudgetExhausted, CallCancelled, LLMError
+from orchestrator.gateway.failures import CallCancelled, LLMError
 from orchestrator.gateway.model_gateway import CallHook
 from orchestrator.gateway.types import ChatRequest, ModelSpec, Usage
 from tasks.claimed import PhaseWork
@@ -18,46 +17,41 @@ from tasks.lease import Lease
 
 
 class Ledger(Protocol):
-    """Where usage is written and read (the phase runner)."""
+    """Where spending is reserved and usage written (the phase runner)."""
 
-    def record_usage(self, work: PhaseWork, *, seq: int, purpose: str, spec: ModelSpec, used: Usage) -> None: ...
+    def reserve(self, work: PhaseWork, spec: ModelSpec, request: ChatRequest) -> int | None: ...
 
-    def spent_tokens(self, plan_id: str) -> int: ...
+    def release_reservation(self, reservation: int) -> None: ...
+
+    def record_usage(self, work: PhaseWork, *, seq: int, purpose: str, spec: ModelSpec, used: Usage,
+                     reservation: int | None = None) -> None: ...
 
 
-class RecordUsage(CallHook):
-    """Writes a usage row per model call as soon as the call ends, keyed by
-    (phase, attempt, seq) — so a failure afterwards can never lose or double it."""
+class Spend(CallHook):
+    """Reserve before you spend. Before every call attempt, its worst case is reserved against
+    the plan's budget and its tenant's month (:func:`storage.spend.reserve`; the call is refused
+    with ``BudgetExhausted`` when it does not fit; nothing is reserved, and no statement run,
+    when no budget applies). After it, a usage row is written as soon as the call ends, keyed by
+    (phase, attempt, seq) — so a failure afterwards can never lose or double it — and the same
+    write settles the reservation; a call that ended with no usage known gives it back."""
 
     def __init__(self, ledger: Ledger, work: PhaseWork) -> None:
         self._ledger = ledger
         self._work = work
         self._seq = itertools.count(1)
+        self._held: int | None = None
+
+    def before_call(self, spec: ModelSpec, request: ChatRequest) -> None:
+        self._held = self._ledger.reserve(self._work, spec, request)
 
     def after_call(self, spec: ModelSpec, request: ChatRequest, usage: Usage | None,
                    error: LLMError | None) -> None:
+        held, self._held = self._held, None
         if usage is not None:
             self._ledger.record_usage(self._work, seq=next(self._seq), purpose=request.purpose,
-                                      spec=spec, used=usage)
-
-
-class TokenBudget(CallHook):
-    """Stops the plan before the call that would take it past ``budget.max_tokens``."""
-
-    def __init__(self, ledger: Ledger, work: PhaseWork) -> None:
-        self._ledger = ledger
-        self._work = work
-
-    def before_call(self, spec: ModelSpec, request: ChatRequest) -> None:
-        budget = self._work.plan.budget
-        if budget is None:
-            return
-        spent = self._ledger.spent_tokens(self._work.plan_id)
-        text = request.system + request.prompt + "".join(b.text for b in request.context)
-        need = estimate_tokens(text) + spec.max_output_tokens
-        if spent + need > budget.max_tokens:
-            raise BudgetExhausted(f"{spent} tokens spent; this call needs up to {need} more, "
-                                  f"past the plan's budget of {budget.max_tokens}")
+                                      spec=spec, used=usage, reservation=held)
+        elif held is not None:
+            self._ledger.release_reservation(held)
 
 
 class StopWhenCancelled(CallHook):

@@ -1,7 +1,7 @@
 """The phase runner: the data plane's one way to run a phase.
 
 claim → decide without a model, or prepare the request → call the model through the
-gateway (hooks: cancellation, the token budget, a usage row per call) → complete or
+gateway (hooks: cancellation, the budgets reserved before each call, a usage row per call) → complete or
 fail, fenced by the attempt → publish the stored events. Text chunks go to the bus
 as they stream. The lease heartbeat (:mod:`tasks.lease`) calls :meth:`PhaseRunner.renew`.
 
@@ -27,7 +27,8 @@ from orchestrator import tracing
 from orchestrator.core.bus import Bus, publish_events
 from orchestrator.core.errors import ServiceUnavailable, storage_boundary
 from orchestrator.core.settings import Settings
-from orchestrator.gateway.failures import LLMError
+from orchestrator.gateway.budget import request_tokens
+from orchestrator.gateway.failures import BudgetExhausted, LLMError, Unpriced
 from orchestrator.gateway.model_gateway import Gateway
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, Provider, Usage
 from orchestrator.metrics import MeasureCalls, recorder
@@ -38,12 +39,13 @@ from orchestrator.plan.divergence import lexical_verdict
 from orchestrator.plan.prompts import build_request, divergence_retry, verdict_repair
 from orchestrator.plan.registry import ModelResolver
 from orchestrator.plan.schema import BoardPlan, TeamPlan, parse_plan
-from storage import Database, Unavailable, event_shapes, phases, plans, usage
+from orchestrator.plan.spending import refusal_message
+from storage import Database, Unavailable, event_shapes, phases, plans, spend, usage
 from storage.read_models import PhaseRecord
 from storage.status import Outcome, PhaseStatus
 from tasks.briefer import Briefer
 from tasks.claimed import PhaseWork
-from tasks.hooks import RecordUsage, StopWhenCancelled, TokenBudget
+from tasks.hooks import Spend, StopWhenCancelled
 from tasks.lease import Lease
 from tasks.plan_cache import SpecCache
 
@@ -82,6 +84,7 @@ class PhaseRunner:
         self.models = ModelResolver.from_settings(settings)
         self.specs = SpecCache(self._load_plan)
         self.briefer = Briefer(db, settings)  # its reranker is loaded once per process, at first use
+        self._tenants: dict[str, str] = {}  # plan id -> tenant (immutable), read only under tenant budgets
 
     def _load_plan(self, plan_id: str) -> BoardPlan | TeamPlan:
         return parse_plan(plans.get_spec(self.db, plan_id))
@@ -115,9 +118,8 @@ class PhaseRunner:
         return outcome
 
     def _run(self, work: PhaseWork, lease: Lease) -> Outcome:
-        gateway = Gateway(self.providers, hooks=[StopWhenCancelled(lease), TokenBudget(self, work),
-                                                 *tracing.call_hooks(), RecordUsage(self, work),
-                                                 MeasureCalls(recorder())])
+        gateway = Gateway(self.providers, hooks=[StopWhenCancelled(lease), Spend(self, work),
+                                                 *tracing.call_hooks(), MeasureCalls(recorder())])
         seq = itertools.count()
 
         def on_text(text: str) -> None:
@@ -259,12 +261,63 @@ class PhaseRunner:
         with storage_boundary():
             return usage.spent_tokens(self.db, plan_id)
 
-    def record_usage(self, work: PhaseWork, *, seq: int, purpose: str, spec: ModelSpec, used: Usage) -> None:
-        """Write one call's usage as soon as it is known — idempotent per (phase, attempt, seq)."""
+    def tenant_of(self, plan_id: str) -> str:
+        """The plan's tenant (it never changes), read once per plan by this process."""
+        tenant = self._tenants.get(plan_id)
+        if tenant is None:
+            with storage_boundary():
+                tenant = plans.get_plan(self.db, plan_id).tenant
+            if len(self._tenants) > 10_000:
+                self._tenants.clear()
+            self._tenants[plan_id] = tenant
+        return tenant
+
+    def limits(self, work: PhaseWork) -> tuple[spend.Limits, str]:
+        """The budgets a call of this phase must fit, and its plan's tenant ("" when no tenant
+        budget is configured: then the tenant is never read)."""
+        budget = work.plan.budget
+        tenant = self.tenant_of(work.plan_id) if self.settings.tenant_budgeted else ""
+        return spend.Limits(max_tokens=budget.max_tokens if budget else None, usd=budget.usd if budget else None,
+                            tenant_usd=self.settings.tenant_budget(tenant) if tenant else None), tenant
+
+    def reserve(self, work: PhaseWork, spec: ModelSpec, request: ChatRequest) -> int | None:
+        """Reserve the call's worst case — the request's estimated tokens plus the model's
+        ``max_output_tokens``, at its price, with its per-call fee — before it is made
+        (:func:`storage.spend.reserve`). None when no budget applies (no statement then);
+        raises ``BudgetExhausted`` when it does not fit, ``Unpriced`` for a model without a
+        price under a budget in dollars."""
+        limits, tenant = self.limits(work)
+        if not limits.any:
+            return None
+        input_tokens = request_tokens(request)
+        cost = spec.tokens_cost(input_tokens, spec.max_output_tokens)
+        if cost is None and (limits.usd is not None or limits.tenant_usd is not None):
+            which = "the plan's budget.usd" if limits.usd is not None else f"tenant {tenant!r}'s monthly budget"
+            raise Unpriced(f"model {spec.name!r} has no price in the operator's registry: {which} cannot count "
+                           "its calls, and a call is never taken to be free")
+        # retried when the database fails: a reservation whose COMMIT was lost stays held, over-counting
+        # (safe) until the phase ends and the reconciler releases it
+        tenant = tenant or self.tenant_of(work.plan_id)  # stored with it, read once per plan and process
+        held = self._durably(lambda: spend.reserve(
+            self.db, plan_id=work.plan_id, phase_id=work.phase.id, attempt=work.attempt, tenant=tenant,
+            tokens=input_tokens + spec.max_output_tokens, cost_usd=cost, limits=limits))
+        if isinstance(held, spend.Refusal):
+            raise BudgetExhausted(refusal_message(held, tenant))
+        return held
+
+    def release_reservation(self, reservation: int) -> None:
+        """Give back what a call reserved when it ended with no usage known."""
+        self._durably(lambda: spend.release(self.db, reservation))
+
+    def record_usage(self, work: PhaseWork, *, seq: int, purpose: str, spec: ModelSpec, used: Usage,
+                     reservation: int | None = None) -> None:
+        """Write one call's usage as soon as it is known — idempotent per (phase, attempt, seq) —
+        settling its reservation in the same write."""
         self._durably(lambda: usage.record_usage(
             self.db, plan_id=work.plan_id, phase_id=work.phase.id, attempt=work.attempt, seq=seq,
             purpose=purpose, model=f"{spec.provider}:{spec.model or spec.name}", input_tokens=used.input_tokens,
-            output_tokens=used.output_tokens, source=used.source, method=used.method, cost_usd=spec.cost(used)))
+            output_tokens=used.output_tokens, source=used.source, method=used.method, cost_usd=spec.cost(used),
+            reservation=reservation))
 
     def tallied(self, work: PhaseWork) -> Answered:
         """The ``decision`` phase: the tally of its inputs' stored verdicts

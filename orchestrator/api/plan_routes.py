@@ -54,6 +54,7 @@ from orchestrator.core.errors import (
     PhaseNotFound,
     PlanConflict,
     SubmitRateLimited,
+    TenantBudgetExhausted,
 )
 from orchestrator.core.settings import Settings
 from orchestrator.plan.plan_text import SIZE_SETTING
@@ -103,7 +104,7 @@ def plans_router(settings: Settings) -> APIRouter:
     @router.post("/plans", operation_id="submit_plan", status_code=201, response_model=Submitted,
                  openapi_extra={"requestBody": PLAN_BODY},
                  responses={200: {"model": Submitted, "description": "already submitted (same task_id, same plan)"},
-                            **errors(400, 401, 403, 409, 413, 415, 422, 429, 503)})
+                            **errors(400, 401, 402, 403, 409, 413, 415, 422, 429, 503)})
     async def submit_plan(request: Request, principal: Principal | None = writer) -> JSONResponse:
         """Store a plan (JSON or YAML; bare or as `{"plan": …}`) in the caller's tenant and start it.
         Idempotent per `task_id` within the tenant."""
@@ -117,7 +118,7 @@ def plans_router(settings: Settings) -> APIRouter:
             raise InvalidPlan(exc.message, details=_name_fields(exc.details)) from exc
         except CapacityExceeded as exc:
             raise CapacityExceeded(exc.message, details=inp.field_error("body", "too many active plans")) from exc
-        except SubmitRateLimited:
+        except (SubmitRateLimited, TenantBudgetExhausted):
             raise
         except PlanConflict as exc:  # same task_id, different plan
             raise PlanConflict(exc.message, details=inp.field_error(

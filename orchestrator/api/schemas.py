@@ -130,7 +130,9 @@ EVAL_BODY = {
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The ``responses`` entry of a route for its error statuses: every error is JSON,
     whatever the route's own media type."""
-    described = {400: "malformed body", 401: "missing, unknown or revoked token", 403: "the token lacks the scope",
+    described = {400: "malformed body", 401: "missing, unknown or revoked token",
+                 402: "the tenant's budget for the month is spent (`tenant.budget_exhausted`: `details` has the "
+                      "budget, what was spent and the month)", 403: "the token lacks the scope",
                  404: "no such plan (or another tenant's)", 409: "conflict", 413: "body too large",
                  415: "unsupported media type", 422: "invalid input: `details` names each field",
                  429: "limit reached (`Retry-After`)",

@@ -21,6 +21,8 @@ from orchestrator.cli import common
 from orchestrator.cli.common import Looking, err, errors, remote, tenant
 from orchestrator.client.backend import PlanSource
 from orchestrator.logs import configure
+from orchestrator.plan.spending import dollars
+from orchestrator.plan.views import PlanView
 from storage.status import PlanStatus
 
 #: The statuses ``conclave list --status`` accepts.
@@ -130,6 +132,21 @@ def _when(stamp: str) -> str:
         return stamp
 
 
+def spent_line(view: PlanView) -> str:
+    """What the plan spent in dollars and, under a budget, what is left of it."""
+    b = view.budget
+    out = "" if view.usage.cost_usd is None else f"  {dollars(view.usage.cost_usd)}"
+    if b is None:
+        return out
+    if b.usd is not None:
+        spent = "unpriced" if b.spent_usd is None else dollars(b.spent_usd)
+        left = "" if b.remaining_usd is None else f", {dollars(b.remaining_usd)} left"
+        out += f"  budget: {spent} spent of {dollars(b.usd)}{left}"
+    if b.max_tokens is not None:
+        out += f"  budget: {b.spent_tokens:,} of {b.max_tokens:,} tokens, {b.remaining_tokens:,} left"
+    return out
+
+
 @click.command()
 @click.argument("plan_id")
 @click.option("--json", "as_json", is_flag=True)
@@ -150,7 +167,7 @@ def status(plan_id: str, as_json: bool, url: str | None, token: str | None, tena
         c.print(f"[bold]{escape(view.title)}[/bold]", highlight=False)
         c.print(f"plan {view.id}  {escape(f'[{view.status}]')}  "
                 f"{view.done}/{len(view.phases)} done  {view.usage.total_tokens:,} tokens"
-                + (" (est.)" if view.usage.estimated else ""), highlight=False, soft_wrap=True)
+                + (" (est.)" if view.usage.estimated else "") + spent_line(view), highlight=False, soft_wrap=True)
         for p in view.phases:
             said = "" if not p.verdict or p.kind == "decision" else (
                 f"  verdict: {p.verdict.get('answer')} ({p.verdict.get('confidence', 0):.2f})"

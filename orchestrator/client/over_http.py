@@ -62,6 +62,7 @@ from orchestrator.core.errors import (
 from orchestrator.core.settings import Settings
 from orchestrator.gateway.providers.sse import SSEDecoder, SSEEvent
 from orchestrator.plan.schema import dump_plan
+from orchestrator.plan.spending import BudgetView
 from orchestrator.plan.views import PhaseView, PlanView, UsageView
 from storage.evals import EvalCreated, EvalRecord, EvalSummary
 from storage.read_models import EventRecord
@@ -410,8 +411,9 @@ def plan_view_from_dict(data: dict[str, Any]) -> PlanView:
     """The :class:`PlanView` whose ``to_dict()`` is ``data`` (``GET /v1/plans/{id}``)."""
     phases = [PhaseView(**_known(PhaseView, p, status=PhaseStatus(p["status"]), usage=_usage(p["usage"])))
               for p in data["phases"]]
+    budget = BudgetView(**_known(BudgetView, data["budget"])) if data.get("budget") else None
     return PlanView(**_known(PlanView, data, status=PlanStatus(data["status"]), usage=_usage(data["usage"]),
-                             phases=phases))
+                             phases=phases, budget=budget))
 
 
 def event_record(plan_id: str, message: dict[str, Any]) -> EventRecord:

@@ -30,7 +30,8 @@ from orchestrator.plan.canvas import compile_canvas, orphans
 from orchestrator.plan.expand import expand
 from orchestrator.plan.registry import ModelResolver
 from orchestrator.plan.schema import check_update, dump_plan, load_plan
-from storage import Database, phases, plans, retention
+from orchestrator.plan.spending import budget_view, exhausted_summary
+from storage import Database, phases, plans, retention, spend, usage
 from storage import exceptions as storage_errors
 from storage.identity import DEFAULT_TENANT, Principal
 from storage.models import utcnow
@@ -81,13 +82,18 @@ class Coordinator:
         phases atomically in the principal's tenant (the default tenant without one),
         then enqueue what is ready. Idempotent per (tenant, ``task_id``)."""
         plan = load_plan(source, max_bytes=self.settings.max_plan_bytes)
-        self.models.check_plan(plan)
+        tenant = principal.tenant if principal else DEFAULT_TENANT
+        if self.settings.tenant_budget(tenant) is None:
+            self.models.check_plan(plan)
+        else:  # its month is counted in dollars: every model needs a price
+            self.models.check_plan(plan, tenant_budget=tenant)
         created = plans.create_plan(
             self.db, title=plan.title, kind=plan.kind, spec=dump_plan(plan), phases=expand(plan),
             task_id=plan.task_id, max_active=self.settings.max_active_plans, max_debates=plan.max_debates,
             labels=plan.labels,
-            tenant=principal.tenant if principal else DEFAULT_TENANT, principal=principal,
-            submit_rate=self.settings.submit_rate, briefing=ingest(plan.briefing, self.settings))
+            tenant=tenant, principal=principal,
+            submit_rate=self.settings.submit_rate, briefing=ingest(plan.briefing, self.settings),
+            monthly_usd=self.settings.tenant_budget(tenant))
         plan_id = created.plan_id
         publish_events(self.bus, plan_id, created.events)
         with bind(plan_id=plan_id):
@@ -151,6 +157,10 @@ class Coordinator:
         if result is None:
             return False
         status, code, message = result
+        if status == PlanStatus.BUDGET_EXHAUSTED:
+            spent = usage.spent(self.db, state.plan.id)
+            summary = exhausted_summary(budget_view(state.plan.spec.get("budget"), *spent))
+            message = f"{summary}: {message}" if summary else message
         finished = plans.finish_plan(self.db, state.plan.id, status, error_code=code, error_message=message)
         if finished is not None:
             log.info("plan finished: %s", status, extra={"action": "plan.finished"})
@@ -200,7 +210,12 @@ class Coordinator:
 
     @translate_storage
     def reconcile(self) -> list[str]:
-        """Beat: re-derive the canvas of every plan that stopped moving."""
+        """Beat: re-derive the canvas of every plan that stopped moving, after releasing what
+        dead attempts still held reserved (:func:`storage.spend.release_stale`)."""
+        released = spend.release_stale(self.db)
+        if released:
+            log.info("released %d reservation(s) of attempts that no longer run", released,
+                     extra={"action": "reconcile.released"})
         stalled = plans.stalled_plan_ids(self.db, now=utcnow(),
                                          requeue_after=timedelta(seconds=self.settings.requeue_after))
         nudged = []

@@ -10,7 +10,8 @@
     │   ├── ResumeInProgress      plan.resume_in_progress 409
     │   ├── NotReady              plan.not_ready          409            (no result yet)
     │   ├── CapacityExceeded      plan.capacity_exceeded  429
-    │   └── SubmitRateLimited     plan.rate_limited       429            (``retry_after`` seconds)
+    │   ├── SubmitRateLimited     plan.rate_limited       429            (``retry_after`` seconds)
+    │   └── TenantBudgetExhausted tenant.budget_exhausted 402            (``details``: budget, spent, month)
     ├── ServiceUnavailable        service.unavailable     503 / exit 1
     ├── WaitTimeout               plan.wait_timeout       408 / exit 1
     ├── InvalidEval               eval.invalid            422 / exit 2   (names the spec's field)
@@ -103,6 +104,14 @@ class SubmitRateLimited(PlanConflict):
     def retry_after(self) -> int:
         details = self.details if isinstance(self.details, dict) else {}
         return int(details.get("retry_after", 1))
+
+
+class TenantBudgetExhausted(PlanConflict):
+    """The tenant's budget for the calendar month (UTC) is spent: no new plan this month.
+    ``details`` names the tenant, the budget and what was spent, in US dollars, and the month."""
+
+    code = "tenant.budget_exhausted"
+    http_status = 402
 
 
 class PhaseNotFound(PlanNotFound):
@@ -211,6 +220,8 @@ def storage_boundary() -> Iterator[None]:
         raise CapacityExceeded(str(exc)) from exc
     except storage_errors.RateLimited as exc:
         raise SubmitRateLimited(str(exc), details={"retry_after": exc.retry_after}) from exc
+    except storage_errors.BudgetSpent as exc:
+        raise TenantBudgetExhausted(str(exc), details=exc.details) from exc
     except storage_errors.Conflict as exc:
         raise PlanConflict(str(exc)) from exc
     except storage_errors.Unavailable as exc:

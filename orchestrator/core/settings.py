@@ -119,6 +119,13 @@ class Settings(BaseSettings):
     allowed_base_urls: StrList = Field(
         default_factory=list, description="Cluster: URL patterns a plan-defined model's base_url must match")
     submit_rate: int = Field(600, ge=0, description="Submissions per minute per tenant (0: no limit)")
+    tenant_monthly_usd: float | None = Field(
+        None, gt=0, description="Each tenant's budget per calendar month (UTC), in US dollars, at the registry's "
+                                "prices: a call past it is refused, a submit once it is spent is a 402 "
+                                "(`tenant.budget_exhausted`); unset: none (CONCLAVE_TENANT_BUDGETS overrides)")
+    tenant_budgets: Annotated[dict[str, float], NoDecode] = Field(
+        default_factory=dict, description="Per-tenant monthly budgets in US dollars, overriding "
+                                          "CONCLAVE_TENANT_MONTHLY_USD: `acme=50,beta=10` or a JSON object")
     testing: bool = Field(False, description="Accept test-only behaviour (the offline model's fault switches), "
                                              "on the API and on each worker; never in production")
 
@@ -135,6 +142,39 @@ class Settings(BaseSettings):
             except json.JSONDecodeError as exc:
                 raise ValueError(f"not a JSON array: {exc.msg}") from None
         return [part.strip() for part in text.split(",") if part.strip()]
+
+    @field_validator("tenant_budgets", mode="before")
+    @classmethod
+    def _budgets(cls, value: Any) -> Any:
+        """``tenant=dollars`` pairs, comma-separated, or a JSON object; each tenant once."""
+        if not isinstance(value, str):
+            return _dollars_by_tenant(value)
+        text = value.strip()
+        if text.startswith("{"):
+            try:
+                return _dollars_by_tenant(json.loads(text))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON object: {exc.msg}") from None
+        pairs: dict[str, Any] = {}
+        for part in (p.strip() for p in text.split(",")):
+            if not part:
+                continue
+            tenant, sep, amount = part.partition("=")
+            if not sep:
+                raise ValueError(f"{part!r} is not tenant=dollars (e.g. acme=50)")
+            if tenant.strip() in pairs:
+                raise ValueError(f"tenant {tenant.strip()!r} is given twice")
+            pairs[tenant.strip()] = amount.strip()
+        return _dollars_by_tenant(pairs)
+
+    def tenant_budget(self, tenant: str) -> float | None:
+        """The tenant's budget for a calendar month in US dollars, or None when it has none."""
+        return self.tenant_budgets.get(tenant, self.tenant_monthly_usd)
+
+    @property
+    def tenant_budgeted(self) -> bool:
+        """Some tenant has a monthly budget (otherwise no call or submit pays a statement for one)."""
+        return self.tenant_monthly_usd is not None or bool(self.tenant_budgets)
 
     @field_validator("api_token_scopes")
     @classmethod
@@ -230,6 +270,22 @@ class Settings(BaseSettings):
                 value = value.get_secret_value()
             env[f"CONCLAVE_{name.upper()}"] = json.dumps(value) if isinstance(value, list | dict) else str(value)
         return env
+
+
+def _dollars_by_tenant(value: Any) -> dict[str, float]:
+    """Tenant -> a positive, finite number of US dollars; a wrong one names its tenant."""
+    if not isinstance(value, dict):
+        raise ValueError("must be tenant=dollars pairs (acme=50,beta=10) or a JSON object")
+    budgets: dict[str, float] = {}
+    for tenant, amount in value.items():
+        try:
+            dollars = float(amount)
+        except (TypeError, ValueError):
+            raise ValueError(f"tenant {tenant!r}: {amount!r} is not an amount of US dollars") from None
+        if isinstance(amount, bool) or not 0 < dollars < float("inf"):
+            raise ValueError(f"tenant {tenant!r}: the budget must be a positive number of US dollars")
+        budgets[check_tenant(str(tenant))] = dollars
+    return budgets
 
 
 def settings_errors(exc: ValidationError) -> list[str]:

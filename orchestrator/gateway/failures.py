@@ -11,6 +11,7 @@
         ├── ContextOverflow       llm.context_overflow
         ├── BadRequest            llm.bad_request
         ├── BudgetExhausted       llm.budget_exhausted
+        ├── Unpriced              llm.unpriced          (a budget in dollars, a model without a price)
         ├── CallCancelled         llm.cancelled
         ├── ProviderMisconfigured llm.misconfigured
         ├── ModelNotAllowed       llm.model_not_allowed (not registered / not allowed by the operator)
@@ -96,6 +97,13 @@ class BadRequest(FatalError):
 
 class BudgetExhausted(FatalError):
     code = "llm.budget_exhausted"
+
+
+class Unpriced(FatalError):
+    """A call under a budget in dollars to a model the operator gave no price: it cannot be
+    counted, and is never taken to be free."""
+
+    code = "llm.unpriced"
 
 
 class CallCancelled(FatalError):

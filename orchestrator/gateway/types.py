@@ -59,14 +59,21 @@ class ModelSpec:
     headers: Mapping[str, str] = field(default_factory=dict)
     trusted: bool = False
     egress: EgressPolicy | None = None
-    #: US dollars per million (input, output) tokens, from the operator's registry only
-    price: tuple[float, float] | None = None
+    #: US dollars per million (input, output) tokens and per call (a fee billed on every call,
+    #: whatever its tokens; 0 when the provider charges none), from the operator's registry only
+    price: tuple[float, float, float] | None = None
 
     def cost(self, used: Usage) -> float | None:
         """What one call's usage cost in US dollars; None for a model without a price."""
+        return self.tokens_cost(used.input_tokens, used.output_tokens)
+
+    def tokens_cost(self, input_tokens: int, output_tokens: int) -> float | None:
+        """What a call of so many tokens costs in US dollars (its per-call fee included);
+        None for a model without a price — never free."""
         if self.price is None:
             return None
-        return (used.input_tokens * self.price[0] + used.output_tokens * self.price[1]) / 1_000_000
+        per_input, per_output, per_call = self.price
+        return (input_tokens * per_input + output_tokens * per_output) / 1_000_000 + per_call
 
 
 @dataclass(frozen=True)

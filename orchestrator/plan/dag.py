@@ -55,12 +55,12 @@ def to_skip(phases: Sequence[PhaseRecord]) -> list[str]:
 
 def skips(phases: Sequence[PhaseRecord]) -> tuple[dict[str, list[str]], list[PhaseRecord]]:
     """Every pending phase that can never run, cascaded, by reason — and the phases as
-    they are once those are skipped. Once the token budget is exhausted nothing pending
+    they are once those are skipped. Once a budget is exhausted nothing pending
     runs; otherwise a phase is skipped when a dependency it cannot do without ended
     without a result (and so on, downstream)."""
     if any(p.error_code == BUDGET_EXHAUSTED for p in phases):
         keys = [p.key for p in phases if p.status == PhaseStatus.PENDING]
-        return {"the plan's token budget is exhausted": keys} if keys else {}, _skipped(phases, set(keys))
+        return {"the plan's budget is exhausted": keys} if keys else {}, _skipped(phases, set(keys))
     skipped: set[str] = set()
     current = list(phases)
     while step := to_skip(current):

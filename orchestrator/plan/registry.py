@@ -77,12 +77,14 @@ RESERVED_HEADERS = frozenset({
 
 
 class Price(BaseModel):
-    """US dollars per million tokens, as the provider bills them."""
+    """US dollars per million tokens, as the provider bills them, and a fee per call (a
+    provider that bills each request, whatever its tokens; 0 by default)."""
 
     model_config = ConfigDict(extra="forbid")
 
     input: float = Field(ge=0, le=100_000)
     output: float = Field(ge=0, le=100_000)
+    per_call: float = Field(0.0, ge=0, le=1_000)
 
 
 class RegisteredModel(ModelConfig):
@@ -209,9 +211,11 @@ class ModelResolver:
 
     # ------------------------------------------------------------------ submit time
 
-    def check_plan(self, plan: Plan) -> None:
+    def check_plan(self, plan: Plan, *, tenant_budget: str | None = None) -> None:
         """Refuse a plan whose models this deployment will not run (:class:`InvalidPlan`
-        naming ``models.<name>[.<field>]``, ``experts[i].model`` or ``moderator.model``)."""
+        naming ``models.<name>[.<field>]``, ``experts[i].model`` or ``moderator.model``), and
+        one that a budget in dollars could not count: under ``budget.usd``, or when its tenant
+        has a monthly budget (``tenant_budget``: the tenant), every model needs a price."""
         problems = []
         for name, cfg in plan.models.items():
             refused = self._plan_model_problems(name, cfg)
@@ -226,9 +230,33 @@ class ModelResolver:
                 message = self._reference_problem(plan, fallback)
                 if message is not None:
                     problems.append(_Problem(f"{field}.fallback_models[{i}]", message))
+        problems += self._unpriced(plan, tenant_budget)
         if problems:
             details = [{"field": p.field, "message": p.message} for p in problems]
             raise InvalidPlan(f"invalid plan: {problems[0].field}: {problems[0].message}", details=details)
+
+    def priced(self, plan: Plan, name: str) -> bool:
+        """The model has a price: the operator's registry gives one (a plan's own models never do)."""
+        entry = None if name in plan.models else self.registry.get(name)
+        return entry is not None and entry.price is not None
+
+    def _unpriced(self, plan: Plan, tenant_budget: str | None) -> list[_Problem]:
+        """A budget in dollars needs a price for every model the plan may call: a model
+        without one is never taken to be free."""
+        if plan.budget is not None and plan.budget.usd is not None:
+            names = dict.fromkeys(n for _, expert in plan.named_experts() for n in expert.models)
+            unpriced = [n for n in names if not self.priced(plan, n)]
+            if unpriced:
+                return [_Problem("budget.usd", f"model {', '.join(map(repr, unpriced))} has no price in the "
+                                               "operator's registry (price: {input, output}); a budget in dollars "
+                                               "cannot count its calls, and a call is never taken to be free")]
+        if tenant_budget is None:
+            return []
+        return [_Problem(f"{field}.model", f"model {name!r} has no price in the operator's registry, and tenant "
+                                           f"{tenant_budget!r} has a monthly budget in dollars: a call is never "
+                                           "taken to be free")
+                for field, expert in plan.named_experts() for name in expert.models[:1]
+                if not self.priced(plan, name)]
 
     def _reference_problem(self, plan: Plan, name: str) -> str | None:
         if name in plan.models or name in self.registry:
@@ -331,11 +359,11 @@ class ModelResolver:
 
     def _registered(self, name: str) -> ModelSpec:
         entry = self.registry[name]
-        price = (entry.price.input, entry.price.output) if entry.price else None
+        price = (entry.price.input, entry.price.output, entry.price.per_call) if entry.price else None
         return self._build(name, entry, trusted=True, headers=entry.headers, price=price)
 
     def _build(self, name: str, cfg: ModelConfig, *, trusted: bool,
-               headers: Mapping[str, str] | None = None, price: tuple[float, float] | None = None) -> ModelSpec:
+               headers: Mapping[str, str] | None = None, price: tuple[float, float, float] | None = None) -> ModelSpec:
         s = self.settings
         options = dict(cfg.options)
         if cfg.provider == "offline":

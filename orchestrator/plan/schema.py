@@ -97,7 +97,25 @@ class Expert(_Strict):
 
 
 class Budget(_Strict):
-    max_tokens: int = Field(ge=1, le=1_000_000_000)
+    """What the plan may spend, over every model call of every attempt (waste included): at
+    most ``max_tokens`` tokens, at most ``usd`` US dollars at the registry's prices, or both.
+    Each call's worst case is reserved before the call (:mod:`storage.spend`), so no number of
+    concurrent phases takes the plan past either."""
+
+    max_tokens: int | None = Field(None, ge=1, le=1_000_000_000)
+    usd: float | None = Field(None, gt=0, le=1_000_000)
+
+    @field_validator("usd", mode="before")
+    @classmethod
+    def _dollars(cls, v: Any) -> Any:
+        """Dollars may be written as an integer (``usd: 5``); never a string or a boolean."""
+        return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> Budget:
+        if self.max_tokens is None and self.usd is None:
+            raise ValueError("a budget needs max_tokens, usd or both")
+        return self
 
 
 class TeamPhase(_Strict):

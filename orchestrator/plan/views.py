@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from orchestrator.core.errors import WaitTimeout
+from orchestrator.plan.spending import BudgetView, budget_view
 from storage.phases import EARLY_STOP
 from storage.plans import PlanState
 from storage.read_models import UsageRecord
@@ -66,6 +67,8 @@ class PlanView:
     decision: dict[str, Any] | None = None  # the panel's decision (decision_of), when the plan declares its answer
     early_stop: dict[str, Any] | None = None  # the rounds a board skipped because its panel agreed (early_stop_of)
     warnings: list[str] = field(default_factory=list)  # what weakens the panel (panel_warnings)
+    #: the plan's budget, what every call on record spent against it (waste included) and what is left
+    budget: BudgetView | None = None
 
     @property
     def done(self) -> int:
@@ -123,6 +126,8 @@ def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
                           verdict=ph.verdict)
                 for ph in state.phases],
         decision=decision_of(state), early_stop=early_stop_of(state), warnings=panel_warnings(p.spec),
+        budget=budget_view(p.spec.get("budget"), sum(r.input_tokens + r.output_tokens for r in usage_rows),
+                           _cost(usage_rows)),
     )
 
 

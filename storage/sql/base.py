@@ -60,8 +60,11 @@ PHASES = Base.metadata.tables["phases"]
 CONTENTS = Base.metadata.tables["contents"]
 USAGE = Base.metadata.tables["usage"]
 EVENTS = Base.metadata.tables["events"]
+RESERVATIONS = Base.metadata.tables["reservations"]
 
 PHASE_FIELDS = tuple(f.name for f in fields(PhaseRecord))
+USAGE_VALUES = ("plan_id", "phase_id", "attempt", "seq", "purpose", "model", "input_tokens", "output_tokens",
+                "source", "method", "cost_usd")
 _ABOUT = (PHASES.c.key, PHASES.c.expert, PHASES.c.kind, PHASES.c.round)
 
 
@@ -242,10 +245,8 @@ class Statements:
 
     @cached_property
     def _usage_insert(self) -> Any:
-        return (self.insert(USAGE).values({c: bindparam(c) for c in (
-            "plan_id", "phase_id", "attempt", "seq", "purpose", "model", "input_tokens", "output_tokens", "source",
-            "method", "cost_usd")})
-            .on_conflict_do_nothing(index_elements=[USAGE.c.phase_id, USAGE.c.attempt, USAGE.c.seq]))
+        return (self.insert(USAGE).values({c: bindparam(c) for c in USAGE_VALUES})
+                .on_conflict_do_nothing(index_elements=[USAGE.c.phase_id, USAGE.c.attempt, USAGE.c.seq]))
 
     @cached_property
     def _renew(self) -> Update:
@@ -337,6 +338,16 @@ class Statements:
         """One model call's usage; False when that (phase, attempt, seq) is already on record."""
         res = conn.execute(self._usage_insert, dict(values))
         return bool(res.rowcount)  # type: ignore[attr-defined]
+
+    @cached_property
+    def _settle(self) -> Any:
+        return RESERVATIONS.delete().where(RESERVATIONS.c.id == bindparam("reservation"))
+
+    def settle_usage(self, conn: Executor, values: Mapping[str, Any], reservation: int) -> bool:
+        """One model call's usage, and its reservation released, in the caller's transaction
+        (:mod:`storage.spend`): the call is counted once, as one or the other."""
+        conn.execute(self._settle, {"reservation": reservation})
+        return self.insert_usage(conn, values)
 
     def release_waiting(self, conn: Executor, phase_id: str) -> bool:
         """A message arrived before its phase was ready: clear its enqueue mark so the next

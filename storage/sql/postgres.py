@@ -40,13 +40,16 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql import ColumnElement, Select
 
 from storage import event_shapes
-from storage.models import UTCDateTime
+from storage.models import UTCDateTime, utcnow
 from storage.read_models import EventRecord
 from storage.sql.base import (
     CONTENTS,
     EVENTS,
     PHASE_FIELDS,
     PHASES,
+    RESERVATIONS,
+    USAGE,
+    USAGE_VALUES,
     Claimed,
     Executor,
     Result,
@@ -145,6 +148,21 @@ class PostgresStatements(Statements):
                              data=first["event_data"], created_at=now)
         inputs, texts = split_inputs([r for r in rows if r.id is not None])
         return Claimed(phase, stored, inputs, texts)
+
+    @cached_property
+    def _settle_fold(self) -> Any:
+        released = (RESERVATIONS.delete().where(RESERVATIONS.c.id == bindparam("reservation"))
+                    .returning(RESERVATIONS.c.id).cte("released"))
+        # its time is a parameter: a column's Python default does not reach an INSERT with a CTE
+        return (self.insert(USAGE).values({**{c: bindparam(c) for c in USAGE_VALUES}, "created_at": _now("u_now")})
+                .on_conflict_do_nothing(index_elements=[USAGE.c.phase_id, USAGE.c.attempt, USAGE.c.seq])
+                .add_cte(released))
+
+    def settle_usage(self, conn: Executor, values: Mapping[str, Any], reservation: int) -> bool:
+        """The usage row and the release of its reservation in one statement (a data-modifying
+        CTE runs whether or not it is read): as many statements as a call without a budget."""
+        res = conn.execute(self._settle_fold, {**values, "reservation": reservation, "u_now": utcnow()})
+        return bool(res.rowcount)  # type: ignore[attr-defined]
 
     @cached_property
     def _complete_fold(self) -> tuple[Select[Any], str]:

@@ -118,3 +118,30 @@ def test_the_folded_statements_store_what_the_event_builders_make(hot: InProcess
         assert list(done.data) == list(expected.data)
     # progress is exact: every completion reports a different k, the last one all of them
     assert sorted(e.data["k"] for e in stored if e.type == "phase_completed") == [1, 2, 3, 4, 5]
+
+
+RESERVE = "storage.spend.reserve"
+
+
+def test_a_budgeted_call_adds_one_reservation_and_its_usage_row_settles_it(hot: InProcess) -> None:
+    """Under a budget a call pays one short transaction before it (lock the plan row, release
+    what older attempts of the phase hold, sum rows and reservations in one SELECT, insert);
+    settling is the usage row's own statement. Without one, nothing is added (above)."""
+    plan_id = hot.coordinator.submit(board_plan("budgeted", plan={"budget": {"max_tokens": 10_000_000}})).plan_id
+    hot.deliver(plan_id, "opening")
+    cost = hot.cost(plan_id, "r1.dana")
+    assert cost["statements"] == {CLAIM: 1, RESERVE: 5, USAGE: 1, COMPLETE: 3}
+    assert cost["begins"] == {RESERVE: 1, COMPLETE: 1}
+
+
+def test_a_tenant_budget_for_other_tenants_costs_a_plan_nothing(clean_db: str) -> None:
+    """Tenant budgets configured, none for this plan's tenant: its tenant is read once per
+    process and plan, and its calls pay no statement for it."""
+    h = InProcess(clean_db)
+    try:
+        h.settings = h.runner.settings = h.settings.model_copy(update={"tenant_budgets": {"acme": 5.0}})
+        plan_id = h.coordinator.submit(board_plan("other tenants' budgets", experts=2)).plan_id
+        h.deliver(plan_id, "opening")  # reads the plan's tenant, once
+        assert h.cost(plan_id, "r1.dana")["statements"] == {CLAIM: 1, USAGE: 1, COMPLETE: 3}
+    finally:
+        h.db.dispose()

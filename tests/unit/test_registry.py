@@ -78,6 +78,10 @@ def refused(r: ModelResolver, p: Any) -> InvalidPlan:
      "unknown field — did you mean 'api_key_env'?"),
     ("models:\n  az:\n    header: {api-key: KEY}\n", "models.az.header", "did you mean 'headers'?"),
     ("model: {}\n", "models", "'models:'"),
+    ("models:\n  gpt:\n    price: {input: 1, output: 2, per_call: -0.1}\n", "models.gpt.price.per_call",
+     "greater than or equal to 0"),
+    ("models:\n  gpt:\n    price: {input: 1, output: 2, per_request: 0.1}\n", "models.gpt.price.per_request",
+     "unknown field"),
 ])
 def test_registry_errors_name_the_file_and_the_field(tmp_path: Path, text: str, field: str, words: str) -> None:
     path = write(tmp_path, text)

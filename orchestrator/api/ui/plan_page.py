@@ -31,6 +31,7 @@ from orchestrator.api.ui.answer import answer_section
 from orchestrator.api.ui.html import badge, count, join, moment, page, seconds
 from orchestrator.api.ui.markdown import render
 from orchestrator.api.ui.snapshot import PlanSnapshot, Text, Timing
+from orchestrator.plan.spending import BudgetView, dollars
 from orchestrator.plan.views import PhaseView, PlanView, UsageView
 from storage.identity import Principal
 from storage.status import PhaseStatus
@@ -92,6 +93,10 @@ def overview(snap: PlanSnapshot) -> Markup:
         facts.append(("running for", Markup('<span class="took" data-started="{}"></span>').format(view.created_at)))
     facts.append(("tokens", usage_text(view.usage)))
     facts.append(("model calls", count(view.usage.calls)))
+    if view.usage.cost_usd is not None and view.usage.calls:
+        facts.append(("cost", dollars(view.usage.cost_usd)))
+    if view.budget is not None:
+        facts.append(("budget", budget_text(view.budget)))
     if view.usage.wasted_tokens:
         facts.append(("wasted", f"{count(view.usage.wasted_tokens)} tokens (attempts that died or were fenced)"))
     if view.cancel_requested and not view.final:
@@ -116,6 +121,18 @@ def verdict_line(phase: PhaseView) -> Markup:
         return Markup('<p class="verdict abstained">abstained: {}</p>').format(v.get("abstained") or "")
     return Markup('<p class="verdict" data-answer="{a}">verdict: <b>{a}</b> · {c} — {r}</p>').format(
         a=v.get("answer"), c=f"{v.get('confidence', 0):.2f}", r=v.get("reason") or "")
+
+
+def budget_text(b: BudgetView) -> str:
+    """What the plan spent of its budget (waste included, as the budget counts) and what is left."""
+    parts = []
+    if b.usd is not None:
+        spent = "unpriced calls" if b.spent_usd is None else dollars(b.spent_usd)
+        left = "" if b.remaining_usd is None else f", {dollars(b.remaining_usd)} left"
+        parts.append(f"{spent} of {dollars(b.usd)}{left}")
+    if b.max_tokens is not None:
+        parts.append(f"{count(b.spent_tokens)} of {count(b.max_tokens)} tokens, {count(b.remaining_tokens or 0)} left")
+    return "; ".join(parts)
 
 
 def usage_text(u: UsageView) -> str:

@@ -128,15 +128,15 @@ def test_skips_are_stored_one_event_per_reason(db: Database) -> None:
     plan_id = plans.create_plan(
         db, title="skips", kind="team", spec={"title": "skips"}, task_id=None, max_active=100,
         phases=[NewPhase("a", "turn", 0, []), NewPhase("b", "turn", 1, []), NewPhase("c", "turn", 2, [])]).plan_id
-    stored = phases.skip_phases(db, plan_id, {"the plan's token budget is exhausted": ["a", "b"], "nothing": [],
+    stored = phases.skip_phases(db, plan_id, {"the plan's budget is exhausted": ["a", "b"], "nothing": [],
                                               "no input": ["c"]})
     assert [(e.type, e.data) for e in stored] == [
-        ("phases_skipped", {"phases": ["a", "b"], "reason": "the plan's token budget is exhausted"}),
+        ("phases_skipped", {"phases": ["a", "b"], "reason": "the plan's budget is exhausted"}),
         ("phases_skipped", {"phases": ["c"], "reason": "no input"})]  # an empty reason stores nothing
     assert [(e.id, e.data) for e in outbox.list_events(db, plan_id) if e.type == "phases_skipped"] == [
         (e.id, e.data) for e in stored]
     by_key = plans.load_state(db, plan_id).by_key()
-    budget = ("skipped", "the plan's token budget is exhausted")
+    budget = ("skipped", "the plan's budget is exhausted")
     assert {k: (p.status, p.error_message) for k, p in by_key.items()} == {
         "a": budget, "b": budget, "c": ("skipped", "no input")}
     assert phases.skip_phases(db, plan_id, {}) == () and phases.skip_phases(db, plan_id, {"x": []}) == ()

@@ -22,6 +22,7 @@ from tests.mutants.catalogue import (
     fleet,
     flow,
     hotpath,
+    money,
     observability,
     offline,
     plans,
@@ -35,4 +36,4 @@ from tests.mutants.catalogue_types import Mutation
 MUTATIONS: tuple[Mutation, ...] = (
     *plans.MUTATIONS, *fence.MUTATIONS, *flow.MUTATIONS, *tenancy.MUTATIONS, *trust.MUTATIONS, *hotpath.MUTATIONS,
     *briefing.MUTATIONS, *offline.MUTATIONS, *api.MUTATIONS, *fleet.MUTATIONS, *observability.MUTATIONS,
-    *races.MUTATIONS, *systematic.MUTATIONS, *deliberation.MUTATIONS)
+    *races.MUTATIONS, *systematic.MUTATIONS, *deliberation.MUTATIONS, *money.MUTATIONS)

@@ -142,8 +142,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="the resume_requested event does not say who resumed the plan"),
     mutation(
         "coordinator-submit-forgets-the-caller", "I22", "orchestrator/control/coordinator.py",
-        "tenant=principal.tenant if principal else DEFAULT_TENANT, principal=principal,",
-        "tenant=principal.tenant if principal else DEFAULT_TENANT, principal=None,",
+        "tenant=tenant, principal=principal,",
+        "tenant=tenant, principal=None,",
         tests=(WHO_ASKED,),
         why="a plan submitted through the API or CLI records no submitter"),
     mutation(
