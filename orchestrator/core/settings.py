@@ -79,6 +79,10 @@ class Settings(BaseSettings):
     first_chunk_timeout: float = Field(30.0, gt=0, description="Stream guard: wait for the first chunk (s)")
     idle_timeout: float = Field(30.0, gt=0, description="Stream guard: longest gap between chunks (s)")
     call_deadline: float = Field(300.0, gt=0, description="Stream guard: overall deadline of a call (s)")
+    max_call_seconds: float = Field(
+        900.0, gt=0, description="The ceiling on every model's deadline and stream timeouts (s): the defaults "
+                                 "above, the registry's models and plan-defined ones; what one call may hold a "
+                                 "worker thread for")
     max_output_tokens: int = Field(1024, ge=16, description="Default output reserve per call")
     context_window: int = Field(32768, ge=512, description="Default model context window (tokens)")
     offline_latency: float = Field(  # the bound is OfflineOptions.latency's (offline/options.py)
@@ -214,6 +218,14 @@ class Settings(BaseSettings):
         return [p.strip() for p in value]
 
     @model_validator(mode="after")
+    def _within_the_ceiling(self) -> Settings:
+        for name in ("first_chunk_timeout", "idle_timeout", "call_deadline"):
+            if getattr(self, name) > self.max_call_seconds:
+                raise ValueError(f"CONCLAVE_{name.upper()}: {getattr(self, name):g} is above CONCLAVE_MAX_CALL_SECONDS "
+                                 f"({self.max_call_seconds:g}), the longest one model call may take")
+        return self
+
+    @model_validator(mode="after")
     def _derive(self) -> Settings:
         if self.result_backend is None and self.broker_url and self.broker_url.startswith("redis"):
             self.result_backend = self.broker_url
@@ -292,6 +304,10 @@ def settings_errors(exc: ValidationError) -> list[str]:
     """One line per wrong setting, naming its variable: ``CONCLAVE_X: why``."""
     lines = []
     for e in exc.errors():
+        message = str(e["msg"]).removeprefix("Value error, ")
+        if not e["loc"]:  # a rule across settings: its message names the variables
+            lines.append(message)
+            continue
         name = "CONCLAVE_" + "_".join(str(part) for part in e["loc"][:1]).upper()
-        lines.append(f"{name}: {str(e['msg']).removeprefix('Value error, ')}")
+        lines.append(f"{name}: {message}")
     return lines

@@ -177,6 +177,18 @@ class _Problem:
     egress: bool = False  # an egress refusal (llm.egress_refused) rather than a model refusal
 
 
+#: a model's clocks that the operator's ceiling (``CONCLAVE_MAX_CALL_SECONDS``) bounds
+CLOCKS = ("first_chunk_timeout", "idle_timeout", "deadline")
+
+
+def _ceiling_problems(name: str, cfg: ModelConfig, ceiling: float) -> list[_Problem]:
+    """A model whose clocks run past the operator's ceiling: it could hold a worker thread
+    longer than the operator allows (a plan's, or the registry's own)."""
+    return [_Problem(f"models.{name}.{clock}", f"{value:g} s is above this deployment's ceiling of {ceiling:g} s "
+                                               "for one model call (CONCLAVE_MAX_CALL_SECONDS)")
+            for clock in CLOCKS if (value := getattr(cfg, clock)) is not None and value > ceiling]
+
+
 def _option_problems(name: str, cfg: ModelConfig, *, testing: bool) -> list[_Problem]:
     """An offline model's options out of bounds, or fault switches outside testing mode
     (``models.<name>.options.<option>``); checked again by the provider at call time."""
@@ -202,7 +214,8 @@ class ModelResolver:
         outside testing mode (or have bad options) refuses to start, naming the option."""
         registry = load_registry(settings.models) if settings.models is not None else {}
         for name, entry in registry.items():
-            problems = _option_problems(name, entry, testing=settings.testing)
+            problems = _ceiling_problems(name, entry, settings.max_call_seconds)
+            problems += _option_problems(name, entry, testing=settings.testing)
             if problems:
                 where = f"CONCLAVE_MODELS ({settings.models})"
                 details = [{"field": p.field, "message": p.message, "file": str(settings.models)} for p in problems]
@@ -281,7 +294,7 @@ class ModelResolver:
             return [_Problem(at, "plans may not define models on this cluster; reference a model the operator "
                                  f"registered (registry: {registered}) — plan-defined models are off "
                                  "(CONCLAVE_ALLOW_PLAN_MODELS)")]
-        problems = []
+        problems = _ceiling_problems(name, cfg, self.settings.max_call_seconds)
         env = cfg.api_key_env
         if env is not None and env.upper().startswith(OWN_PREFIX):
             problems.append(_Problem(f"{at}.api_key_env", f"{env} is Conclave's own configuration; "

@@ -196,6 +196,45 @@ def test_the_worker_checks_with_its_own_settings_not_the_submitters(tmp_path: Pa
         worker.spec(own, "m")
 
 
+@pytest.mark.parametrize("clock", ["deadline", "first_chunk_timeout", "idle_timeout"])
+def test_a_plan_model_cannot_hold_a_thread_past_the_operators_ceiling(tmp_path: Path, clock: str) -> None:
+    """issue 20: a plan-defined model's clocks stay within CONCLAVE_MAX_CALL_SECONDS — refused
+    at submit naming the field, and again by a worker whose ceiling is lower than the API's."""
+    own = plan(models={"slow": {"provider": "offline", clock: 3600}},
+               experts=[{"name": "Dana", "role": "CFO", "model": "slow"}])
+    r = resolver(tmp_path, allow_plan_models=True, max_call_seconds=600, **CLUSTER)
+    err = refused(r, own)
+    assert [d["field"] for d in err.details] == [f"models.slow.{clock}"]
+    assert "3600 s is above this deployment's ceiling of 600 s" in err.message
+    assert "CONCLAVE_MAX_CALL_SECONDS" in err.message
+
+    roomy = resolver(tmp_path, allow_plan_models=True, max_call_seconds=3600, **CLUSTER)
+    roomy.check_plan(own)  # at the ceiling: accepted, and the call may take that long
+    assert getattr(roomy.spec(own, "slow"), "deadline" if clock == "deadline" else clock) == 3600
+    with pytest.raises(ModelNotAllowed, match="CONCLAVE_MAX_CALL_SECONDS"):  # a worker with a lower ceiling
+        r.spec(own, "slow")
+
+
+def test_the_registrys_own_models_stay_within_the_ceiling(tmp_path: Path) -> None:
+    with pytest.raises(InvalidConfiguration) as info:
+        resolver(tmp_path, {**REGISTRY, "slow": {"provider": "offline", "deadline": 86400}},
+                 max_call_seconds=900, **CLUSTER)
+    assert [d["field"] for d in info.value.details] == ["models.slow.deadline"]
+    assert "86400 s is above this deployment's ceiling of 900 s" in info.value.message
+
+
+@pytest.mark.parametrize("setting", ["call_deadline", "first_chunk_timeout", "idle_timeout"])
+def test_the_default_clocks_stay_within_the_ceiling(setting: str) -> None:
+    from pydantic import ValidationError
+
+    from orchestrator.core.settings import settings_errors
+
+    with pytest.raises(ValidationError) as info:
+        Settings(max_call_seconds=900, **{setting: 1000})
+    assert settings_errors(info.value) == [f"CONCLAVE_{setting.upper()}: 1000 is above CONCLAVE_MAX_CALL_SECONDS "
+                                           "(900), the longest one model call may take"]
+
+
 # ------------------------------------------------------------------ embedded
 
 
