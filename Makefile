@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTHON ?= python3
 
-.PHONY: install demo check test lint mutants services browser chaos bench clean
+.PHONY: install demo check test lint mutants services browser pgbouncer chaos bench clean
 
 install: $(VENV)/.installed
 
@@ -24,7 +24,7 @@ check: install
 ## Lint, type-check and run every test tier against real Postgres and Redis (started if down), on
 ## TEST_WORKERS pytest-xdist workers (each with its own database and Redis database).
 TEST_WORKERS ?= 3
-test: install services browser lint
+test: install services browser pgbouncer lint
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup tests/unit tests/integration tests/e2e
 
 lint: install
@@ -42,6 +42,11 @@ services:
 ## Debian's chromium, for the plan page's browser tests (installed with apt if missing).
 browser:
 	@bash scripts/browser.sh
+
+## Debian's pgbouncer, for the tests of a fleet behind PgBouncer (installed with apt if missing; each test
+## starts its own, in transaction pooling mode).
+pgbouncer:
+	@bash scripts/pgbouncer.sh
 
 chaos: install services
 	$(BIN)/python bench/chaos.py
