@@ -72,7 +72,7 @@ class Database:
 Pooler = Literal["none", "pgbouncer"]
 
 
-def connect(url: str, *, pool_size: int = 6, max_overflow: int = 2, pool_timeout: float = 30.0,
+def connect(url: str, *, pool_size: int = 4, max_overflow: int = 2, pool_timeout: float = 30.0,
             pooler: Pooler = "none", echo: bool = False) -> Database:
     """Open a database with a budget of connections that is the process's, not its threads':
     ``pool_size`` kept, ``max_overflow`` more at a peak; a thread finding none free waits up to

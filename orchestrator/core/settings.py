@@ -47,7 +47,7 @@ class Settings(BaseSettings):
         "none", description="What stands between each process and Postgres: `none`, or `pgbouncer` in transaction "
                             "pooling mode (then no server-side prepared statements and no session state)")
     database_pool_size: int = Field(
-        6, ge=2, le=1000, description="Database connections each worker or API process keeps, whatever its "
+        4, ge=2, le=1000, description="Database connections each worker or API process keeps, whatever its "
                                       "concurrency (at least 2: a sweep holds its lock's while it works)")
     database_max_overflow: int = Field(
         2, ge=0, le=1000, description="Connections a process may open beyond its pool at a peak, closed when "

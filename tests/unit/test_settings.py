@@ -97,9 +97,9 @@ def test_a_process_holds_its_connection_budget_whatever_its_concurrency(monkeypa
     monkeypatch.setenv("CONCLAVE_CONCURRENCY", "200")
     monkeypatch.setenv("CONCLAVE_DATABASE_POOL_TIMEOUT", "12.5")
     s = Settings()
-    assert (s.database_pooler, s.database_pool_size, s.database_max_overflow) == ("pgbouncer", 6, 2)
+    assert (s.database_pooler, s.database_pool_size, s.database_max_overflow) == ("pgbouncer", 4, 2)
     db = s.open_database()  # no connection is made until a statement needs one
     pool: Any = db.engine.pool
-    assert (pool.size(), pool._max_overflow, pool.timeout()) == (6, 2, 12.5)
+    assert (pool.size(), pool._max_overflow, pool.timeout()) == (4, 2, 12.5)
     one: Any = s.open_database(pool_size=1).engine.pool  # a start-up check, a CLI command
     assert (one.size(), one._max_overflow) == (1, 0)
