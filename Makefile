@@ -54,16 +54,18 @@ chaos: install services
 ## The hot path against issue 9's goals (SQL per phase, overhead vs a bare canvas), then the pool comparison,
 ## CPU per model call and makespan vs a bare Celery peer (goal 1), chunk latency to an SSE client (goal 5),
 ## /metrics, a reconciler pass and the listing with 100 vs 100,000 finished plans (goal 4), and an eval of
-## 1,000 items against as many plain plans (phases per second through the fleet).
+## 1,000 items against as many plain plans (phases per second through the fleet), and the same boards through
+## PgBouncer in transaction mode vs direct (phases per second).
 ## BENCH_REDIS: a Redis database the benchmarks may flush.
 BENCH_REDIS ?= redis://127.0.0.1:6379/13
-bench: install services
+bench: install services pgbouncer
 	$(BIN)/python bench/hotpath.py --redis $(BENCH_REDIS)
 	$(BIN)/python bench/throughput.py --redis $(BENCH_REDIS)
 	$(BIN)/python bench/cpu.py --redis $(BENCH_REDIS)
 	$(BIN)/python bench/stream_latency.py --redis $(BENCH_REDIS)
 	$(BIN)/python bench/history.py
 	$(BIN)/python bench/eval_throughput.py --redis $(BENCH_REDIS)
+	$(BIN)/python bench/pgbouncer.py --redis $(BENCH_REDIS)
 
 clean:
 	rm -rf $(VENV) .conclave .pytest_cache .mypy_cache .ruff_cache
