@@ -60,7 +60,8 @@ def test_a_plan_runs_on_one_connection_and_no_model_call_holds_one(clean_db: str
     """A board and a team (with its debate) run to the end in this process on a pool of one
     connection and no overflow: no step takes a second connection while holding one (it would
     wait for itself), and every model call runs with none checked out."""
-    settings = Settings(database_url=clean_db, offline_latency=0.0, models=ROOT / "examples" / "models.yaml")
+    settings = Settings(database_url=clean_db, offline_latency=0.0, models=ROOT / "examples" / "models.yaml",
+                        db_retry_seconds=0)  # a step that waits for a second connection fails at once
     db = connect(clean_db, pool_size=1, max_overflow=0, pool_timeout=5)
     try:
         model = Watched(db)
