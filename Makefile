@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTHON ?= python3
 
-.PHONY: install demo check test lint mutants services browser chaos bench clean
+.PHONY: install demo check test lint mutants services browser pgbouncer chaos bench clean
 
 install: $(VENV)/.installed
 
@@ -24,7 +24,7 @@ check: install
 ## Lint, type-check and run every test tier against real Postgres and Redis (started if down), on
 ## TEST_WORKERS pytest-xdist workers (each with its own database and Redis database).
 TEST_WORKERS ?= 3
-test: install services browser lint
+test: install services browser pgbouncer lint
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup tests/unit tests/integration tests/e2e
 
 lint: install
@@ -43,22 +43,29 @@ services:
 browser:
 	@bash scripts/browser.sh
 
+## Debian's pgbouncer, for the tests of a fleet behind PgBouncer (installed with apt if missing; each test
+## starts its own, in transaction pooling mode).
+pgbouncer:
+	@bash scripts/pgbouncer.sh
+
 chaos: install services
 	$(BIN)/python bench/chaos.py
 
 ## The hot path against issue 9's goals (SQL per phase, overhead vs a bare canvas), then the pool comparison,
 ## CPU per model call and makespan vs a bare Celery peer (goal 1), chunk latency to an SSE client (goal 5),
 ## /metrics, a reconciler pass and the listing with 100 vs 100,000 finished plans (goal 4), and an eval of
-## 1,000 items against as many plain plans (phases per second through the fleet).
+## 1,000 items against as many plain plans (phases per second through the fleet), and the same boards through
+## PgBouncer in transaction mode vs direct (phases per second).
 ## BENCH_REDIS: a Redis database the benchmarks may flush.
 BENCH_REDIS ?= redis://127.0.0.1:6379/13
-bench: install services
+bench: install services pgbouncer
 	$(BIN)/python bench/hotpath.py --redis $(BENCH_REDIS)
 	$(BIN)/python bench/throughput.py --redis $(BENCH_REDIS)
 	$(BIN)/python bench/cpu.py --redis $(BENCH_REDIS)
 	$(BIN)/python bench/stream_latency.py --redis $(BENCH_REDIS)
 	$(BIN)/python bench/history.py
 	$(BIN)/python bench/eval_throughput.py --redis $(BENCH_REDIS)
+	$(BIN)/python bench/pgbouncer.py --redis $(BENCH_REDIS)
 
 clean:
 	rm -rf $(VENV) .conclave .pytest_cache .mypy_cache .ruff_cache

@@ -87,12 +87,11 @@ def count_statements(settings: Any, docs: list[dict[str, Any]]) -> dict[str, Any
     from orchestrator.control.dispatch import CeleryDispatcher
     from orchestrator.core.bus import RedisBus
     from orchestrator.fleet.celery_app import QUEUE, Shared, build_app, share
-    from storage import connect
     from tasks import runtime
     from tests.sqlcount import StatementCounter
 
     app = build_app(settings)
-    db = connect(settings.effective_database_url, pool_size=settings.concurrency + 2)
+    db = settings.open_database()  # the worker's budget (CONCLAVE_DATABASE_POOL_SIZE), as tasks.runtime opens it
     bus = RedisBus(settings.redis_url or "")
     share(app, Shared(settings, db, bus, Coordinator(db, settings, CeleryDispatcher(app), bus)))
     runtime.current(app)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import sqlalchemy
 from sqlalchemy import event
@@ -66,8 +66,23 @@ class Database:
         self.engine.dispose()
 
 
-def connect(url: str, *, pool_size: int = 10, echo: bool = False) -> Database:
-    """Open a database. ``pool_size`` should match the worker's concurrency.
+#: What stands between a process and Postgres. ``pgbouncer``: PgBouncer in transaction pooling
+#: mode, which hands each transaction whatever server connection is free, so nothing may outlive
+#: a transaction on one (see :func:`connect`).
+Pooler = Literal["none", "pgbouncer"]
+
+
+def connect(url: str, *, pool_size: int = 4, max_overflow: int = 2, pool_timeout: float = 30.0,
+            pooler: Pooler = "none", echo: bool = False) -> Database:
+    """Open a database with a budget of connections that is the process's, not its threads':
+    ``pool_size`` kept, ``max_overflow`` more at a peak; a thread finding none free waits up to
+    ``pool_timeout`` seconds (then :class:`~storage.exceptions.Unavailable`, which callers retry).
+    A connection is checked out only for a statement or a transaction, never across a model call.
+
+    Behind PgBouncer (``pooler="pgbouncer"``) psycopg prepares nothing on the server: a statement
+    it prepared on one server connection would be missing on the next (``prepared statement
+    "_pg3_1" does not exist``). Nothing else here keeps session state: advisory locks are
+    transaction-scoped, settings are ``SET LOCAL``, no LISTEN, no temporary tables.
 
     ``sqlalchemy.create_engine`` is looked up when called, so that tracing, which wraps it
     (:mod:`orchestrator.tracing`), sees every engine made after it started."""
@@ -81,13 +96,17 @@ def connect(url: str, *, pool_size: int = 10, echo: bool = False) -> Database:
     else:
         if url.startswith("postgresql://"):
             url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+        connect_args: dict[str, Any] = {"connect_timeout": 5}
+        if pooler == "pgbouncer":
+            connect_args["prepare_threshold"] = None
         engine = sqlalchemy.create_engine(
             url,
             echo=echo,
             pool_size=pool_size,
-            max_overflow=max(2, pool_size // 4),
+            max_overflow=max_overflow,
+            pool_timeout=pool_timeout,
             pool_recycle=1800,
-            connect_args={"connect_timeout": 5},
+            connect_args=connect_args,
         )
         event.listen(engine.pool, "checkin", _checked_in)
         event.listen(engine.pool, "checkout", _ping_if_idle(engine.dialect))

@@ -35,7 +35,7 @@ from orchestrator.core.settings import Settings
 from orchestrator.fleet.celery_app import shared
 from orchestrator.gateway.model_gateway import default_providers
 from orchestrator.metrics import exporter, processes
-from storage import Database, connect
+from storage import Database
 from tasks.housekeeping import Housekeeper
 from tasks.lease import LeaseKeeper
 from tasks.runner import PhaseRunner
@@ -80,7 +80,7 @@ class Runtime:
 def build_runtime(settings: Settings, app: Celery, *, db: Database | None = None, bus: Bus | None = None,
                   coordinator: Coordinator | None = None) -> Runtime:
     owns_db = db is None
-    db = db or connect(settings.effective_database_url, pool_size=settings.concurrency + 2)
+    db = db or settings.open_database()  # its budget, whatever the concurrency (CONCLAVE_DATABASE_POOL_SIZE)
     owns_bus = bus is None
     bus = bus or open_bus(settings.redis_url)
     coordinator = coordinator or Coordinator(db, settings, CeleryDispatcher(app), bus)

@@ -31,7 +31,6 @@ from orchestrator.api.ui import ui_router
 from orchestrator.client.local import LocalBackend
 from orchestrator.core.settings import Settings
 from orchestrator.core.version import __version__
-from storage import connect
 
 log = logging.getLogger("orchestrator.api")
 
@@ -43,7 +42,7 @@ def create_app(settings: Settings, *, local: LocalBackend | None = None) -> Fast
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = local is None
-        c = local or LocalBackend(settings, db=connect(settings.effective_database_url, pool_size=16),
+        c = local or LocalBackend(settings, db=settings.open_database(),
                                    worker=settings.embedded)
         app.state.local = c
         feed = open_feed(c.bus, settings.redis_url)

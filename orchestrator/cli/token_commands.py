@@ -25,11 +25,11 @@ def tokens() -> None:
 
 
 def _principals_db(settings: Settings) -> Any:
-    from storage import connect, upgrade
+    from storage import upgrade
 
     if settings.database_url is None:  # embedded: the SQLite file is ours to migrate
         upgrade(settings.effective_database_url)
-    return connect(settings.effective_database_url, pool_size=1)
+    return settings.open_database(pool_size=1)
 
 
 def _refuse(option: str, message: str) -> None:

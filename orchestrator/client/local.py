@@ -35,7 +35,7 @@ from orchestrator.core.errors import NotReady, storage_boundary
 from orchestrator.core.settings import Settings
 from orchestrator.fleet.celery_app import Shared, build_app, share
 from orchestrator.plan.views import PlanView
-from storage import Database, connect, upgrade
+from storage import Database, upgrade
 from storage.evals import EvalCreated, EvalRecord, EvalSummary
 from storage.identity import READ, WRITE, Principal, check_tenant
 from storage.read_models import EventRecord
@@ -63,7 +63,7 @@ class LocalBackend:
         self.app = build_app(settings)
         if settings.embedded:
             upgrade(settings.effective_database_url)
-        self.db = db or connect(settings.effective_database_url, pool_size=4)
+        self.db = db or settings.open_database()
         self._owns_bus = bus is None
         self.bus = bus = bus or open_bus(settings.redis_url)
         self.coordinator = Coordinator(self.db, settings, CeleryDispatcher(self.app), bus)

@@ -22,6 +22,8 @@ from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_va
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from orchestrator.gateway.egress import EgressPolicy, UrlPattern
+from storage import Database, connect
+from storage.db import Pooler
 from storage.identity import DEFAULT_TENANT, check_tenant, parse_scopes
 
 ENV_NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]{0,99}$")
@@ -40,6 +42,19 @@ class Settings(BaseSettings):
     home: Path = Field(Path(".conclave"), description="Where embedded mode keeps its SQLite file")
     state_dir: Path = Field(default_factory=lambda: Path.home() / ".local" / "state" / "conclave",
                             description="Where beat keeps its schedule file (never the working directory)")
+
+    database_pooler: Pooler = Field(
+        "none", description="What stands between each process and Postgres: `none`, or `pgbouncer` in transaction "
+                            "pooling mode (then no server-side prepared statements and no session state)")
+    database_pool_size: int = Field(
+        4, ge=2, le=1000, description="Database connections each worker or API process keeps, whatever its "
+                                      "concurrency (at least 2: a sweep holds its lock's while it works)")
+    database_max_overflow: int = Field(
+        2, ge=0, le=1000, description="Connections a process may open beyond its pool at a peak, closed when "
+                                      "returned")
+    database_pool_timeout: float = Field(
+        30.0, gt=0, description="How long a thread waits for a free connection (s) before its statement counts as "
+                                "the database unavailable, and is retried")
 
     pool: Literal["threads", "prefork", "solo", "gevent"] = Field("threads", description="Worker pool")
     concurrency: int = Field(32, ge=1, le=1000, description="Phases in flight per worker")
@@ -217,6 +232,14 @@ class Settings(BaseSettings):
             UrlPattern.parse(pattern)  # raises ValueError naming the pattern and the problem
         return [p.strip() for p in value]
 
+    @field_validator("database_pooler")
+    @classmethod
+    def _pooler(cls, value: str, info: ValidationInfo) -> str:
+        url = info.data.get("database_url")
+        if value != "none" and not (url or "").startswith("postgresql"):
+            raise ValueError(f"{value} pools Postgres connections: it needs a postgresql:// CONCLAVE_DATABASE_URL")
+        return value
+
     @model_validator(mode="after")
     def _within_the_ceiling(self) -> Settings:
         for name in ("first_chunk_timeout", "idle_timeout", "call_deadline"):
@@ -242,6 +265,14 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.home / 'conclave.db').resolve()}"
+
+    def open_database(self, *, pool_size: int | None = None) -> Database:
+        """The database these settings name, with their connection budget and pooler; a process
+        that makes a statement or two (a start-up check, a CLI command) asks for a smaller pool."""
+        size = self.database_pool_size if pool_size is None else pool_size
+        return connect(self.effective_database_url, pool_size=size,
+                       max_overflow=self.database_max_overflow if pool_size is None else 0,
+                       pool_timeout=self.database_pool_timeout, pooler=self.database_pooler)
 
     def fleet_problem(self) -> str | None:
         """Why these settings cannot run a fleet worker (None when they can): a worker on

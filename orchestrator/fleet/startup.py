@@ -33,7 +33,7 @@ from orchestrator.core.settings import Settings, settings_errors
 from orchestrator.fleet.celery_app import build_app
 from orchestrator.logs import Redactor, context_in_worker_logs, secrets_of
 from orchestrator.plan.registry import ModelResolver
-from storage import StorageError, connect
+from storage import StorageError
 
 Role = Literal["worker", "beat"]
 
@@ -92,7 +92,7 @@ def _broker_problem(app: Celery, settings: Settings) -> str | None:
 
 def _database_problem(settings: Settings) -> str | None:
     """Why the database does not answer (None when it does)."""
-    db = connect(settings.effective_database_url, pool_size=1)
+    db = settings.open_database(pool_size=1)
     try:
         db.ping()
     except StorageError as exc:

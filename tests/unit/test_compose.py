@@ -5,7 +5,8 @@
 accept the file too), and our own rules hold: every process runs exactly the Procfile's
 command for its role, and every command the two files run is one the CLI has; what a
 service depends on exists and can meet the condition; api, worker and beat have health
-checks; the migration is a one-shot that api, worker and beat wait for; no secret is written
+checks; the migration is a one-shot that api, worker and beat wait for; they reach Postgres
+through PgBouncer in transaction mode with the pooler set, the migration directly; no secret is written
 in the file except the local Postgres's development password; every published port is on
 127.0.0.1; beat's state directory is one the image's user can write.
 """
@@ -219,8 +220,23 @@ def test_no_secret_is_written_in_the_compose_file_but_the_dev_database_password(
             assert re.fullmatch(r"\$\{[A-Za-z_][A-Za-z0-9_]*(:?\?[^}]*)?\}", str(value)), (name, key)
     for text in strings(compose()):
         for password, host in re.findall(r"://[^:/@\s]*:([^@/\s]*)@([^:/\s]+)", text):
-            assert (password, host) == (DEV_DATABASE_PASSWORD, "postgres"), text
+            assert password == DEV_DATABASE_PASSWORD and host in ("postgres", "pgbouncer"), text  # the dev database
     assert not [key for key in dockerfile_env() if SECRET_NAME.search(key)]
+
+
+def test_api_worker_and_beat_reach_postgres_through_pgbouncer_in_transaction_mode() -> None:
+    """The fleet's statements go through PgBouncer, with the pooler set (no prepared statements);
+    the migration, one long transaction, goes to Postgres itself."""
+    found = services()
+    bouncer = environment(found["pgbouncer"])
+    assert bouncer["POOL_MODE"] == "transaction" and "@postgres:5432/" in bouncer["DATABASE_URL"]
+    for name in (*MIGRATED, "flower"):
+        env = environment(found[name])
+        assert "@pgbouncer:6432/" in env["CONCLAVE_DATABASE_URL"] and env["CONCLAVE_DATABASE_POOLER"] == "pgbouncer"
+    for name in MIGRATED:
+        assert "pgbouncer" in depends_on(found[name]), name
+    migrate = environment(found["migrate"])
+    assert "@postgres:5432/" in migrate["CONCLAVE_DATABASE_URL"] and migrate["CONCLAVE_DATABASE_POOLER"] == "none"
 
 
 def test_published_ports_are_on_loopback_only() -> None:

@@ -3,6 +3,8 @@ refuses to start, naming its variable."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
@@ -51,6 +53,12 @@ def test_lists_parse_from_commas_or_json(monkeypatch: pytest.MonkeyPatch, value:
     ("CONCLAVE_ALLOWED_KEY_ENVS", "CONCLAVE_DATABASE_URL", "Conclave's own"),
     ("CONCLAVE_ALLOWED_KEY_ENVS", "openai-key", "not an environment variable name"),
     ("CONCLAVE_SUBMIT_RATE", "-1", "greater than or equal to 0"),
+    ("CONCLAVE_DATABASE_POOLER", "transaction", "Input should be 'none' or 'pgbouncer'"),
+    ("CONCLAVE_DATABASE_POOLER", "pgbouncer", "needs a postgresql:// CONCLAVE_DATABASE_URL"),  # embedded: SQLite
+    ("CONCLAVE_DATABASE_POOL_SIZE", "1", "greater than or equal to 2"),
+    ("CONCLAVE_DATABASE_POOL_SIZE", "eight", "valid integer"),
+    ("CONCLAVE_DATABASE_MAX_OVERFLOW", "-1", "greater than or equal to 0"),
+    ("CONCLAVE_DATABASE_POOL_TIMEOUT", "0", "greater than 0"),
 ])
 def test_a_wrong_value_names_its_variable(monkeypatch: pytest.MonkeyPatch, variable: str, value: str,
                                           words: str) -> None:
@@ -79,3 +87,19 @@ def test_authentication_fails_closed_in_a_cluster() -> None:
     assert not Settings().auth_required  # embedded: the user is the operator
     assert Settings(api_token="t0ken").auth_required
     assert Settings(auth="tokens").auth_required
+
+
+def test_a_process_holds_its_connection_budget_whatever_its_concurrency(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool is the process's budget (CONCLAVE_DATABASE_POOL_SIZE + _MAX_OVERFLOW), not one
+    connection per thread; a thread finding none free waits CONCLAVE_DATABASE_POOL_TIMEOUT."""
+    monkeypatch.setenv("CONCLAVE_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/conclave")
+    monkeypatch.setenv("CONCLAVE_DATABASE_POOLER", "pgbouncer")
+    monkeypatch.setenv("CONCLAVE_CONCURRENCY", "200")
+    monkeypatch.setenv("CONCLAVE_DATABASE_POOL_TIMEOUT", "12.5")
+    s = Settings()
+    assert (s.database_pooler, s.database_pool_size, s.database_max_overflow) == ("pgbouncer", 4, 2)
+    db = s.open_database()  # no connection is made until a statement needs one
+    pool: Any = db.engine.pool
+    assert (pool.size(), pool._max_overflow, pool.timeout()) == (4, 2, 12.5)
+    one: Any = s.open_database(pool_size=1).engine.pool  # a start-up check, a CLI command
+    assert (one.size(), one._max_overflow) == (1, 0)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from tests.mutants.catalogue import (
     api,
     briefing,
+    connections,
     deliberation,
     fence,
     fleet,
@@ -36,4 +37,5 @@ from tests.mutants.catalogue_types import Mutation
 MUTATIONS: tuple[Mutation, ...] = (
     *plans.MUTATIONS, *fence.MUTATIONS, *flow.MUTATIONS, *tenancy.MUTATIONS, *trust.MUTATIONS, *hotpath.MUTATIONS,
     *briefing.MUTATIONS, *offline.MUTATIONS, *api.MUTATIONS, *fleet.MUTATIONS, *observability.MUTATIONS,
-    *races.MUTATIONS, *systematic.MUTATIONS, *deliberation.MUTATIONS, *money.MUTATIONS)
+    *races.MUTATIONS, *systematic.MUTATIONS, *deliberation.MUTATIONS, *money.MUTATIONS,
+    *connections.MUTATIONS)
