@@ -96,6 +96,13 @@ def revoke(db: Database, principal_id: str) -> PrincipalRecord:
         return _record(row)
 
 
+def is_active(db: Database, principal_id: str) -> bool:
+    """The principal exists and its token was not revoked (what a long-lived stream re-checks)."""
+    with db.statement() as conn:
+        row = conn.execute(select(PrincipalRow.revoked_at).where(PrincipalRow.id == principal_id)).first()
+    return row is not None and row.revoked_at is None
+
+
 def authenticate(db: Database, token: str) -> Principal | None:
     """The principal a bearer token stands for, or None (malformed, unknown, revoked).
     Looked up by the id inside the token, then the hash compared in constant time."""

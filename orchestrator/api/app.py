@@ -46,7 +46,8 @@ def create_app(settings: Settings, *, local: LocalBackend | None = None) -> Fast
                                    worker=settings.embedded)
         app.state.local = c
         feed = open_feed(c.bus, settings.redis_url)
-        app.state.streams = EventStreams(c.reads, feed)
+        app.state.streams = EventStreams(c.reads, feed, max_streams=settings.max_streams,
+                                         per_tenant=settings.max_streams_per_tenant)
         log.info("api ready (%s)", "tokens required" if settings.auth_required else "authentication off",
                  extra={"action": "api.started"})
         try:

@@ -124,6 +124,22 @@ class Credentials:
         return await run_in_threadpool(lookup)
 
 
+def still_standing(app: Any, principal: Principal | None) -> Callable[[], bool] | None:
+    """What a long-lived response (an event stream) asks, now and then, of the credential it
+    was opened with: whether the principal's token still stands (not revoked). None when
+    there is nothing to re-check: authentication off, or ``CONCLAVE_API_TOKEN``, which only
+    the operator's configuration revokes (by restarting the API without it)."""
+    if principal is None or principal.id == API_TOKEN_ID:
+        return None
+    db, principal_id = app.state.local.db, principal.id
+
+    def standing() -> bool:
+        with storage_boundary():
+            return principals.is_active(db, principal_id)
+
+    return standing
+
+
 class Authenticate:
     """Resolve the credentials of every protected request to a principal, stored in the
     request's state (``request.state.principal``), or answer 401."""

@@ -18,7 +18,11 @@ event reaches the client exactly once, in id order.
 
 A stream waits on its live feed (:mod:`orchestrator.api.feed`): a chunk is sent as
 soon as the bus delivers it, and an idle stream holds no thread (database reads run
-in the thread pool, one query at a time). The number of open streams is bounded.
+in the thread pool, one query at a time). The number of open streams is bounded, and so
+is each tenant's share of them (``CONCLAVE_MAX_STREAMS``, ``CONCLAVE_MAX_STREAMS_PER_TENANT``):
+one tenant's watchers cannot take the slots another tenant's need. A stream opened with a
+principal's token checks every ``recheck`` seconds that the token still stands, and ends
+when it was revoked (a client that reconnects gets the 401).
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import deque
-from collections.abc import AsyncIterator
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -63,50 +67,84 @@ def _already_sent(msg: dict[str, Any], last: int) -> bool:
 
 
 class Slot:
-    """One open stream's share of the limit; released once, however many times asked."""
+    """One open stream's share of the limits; released once, however many times asked."""
 
-    def __init__(self, streams: EventStreams) -> None:
+    def __init__(self, streams: EventStreams, tenant: str) -> None:
         self._streams: EventStreams | None = streams
+        self.tenant = tenant
 
     def release(self) -> None:
         if self._streams is not None:
-            self._streams.open -= 1
+            self._streams.by_tenant[self.tenant] -= 1
+            if not self._streams.by_tenant[self.tenant]:
+                del self._streams.by_tenant[self.tenant]
             self._streams = None
+
+    @property
+    def held(self) -> bool:
+        return self._streams is not None
 
 
 class EventStreams:
-    def __init__(self, reads: PlanReads, feed: Feed, *, max_streams: int = 256, poll: float = 0.5,
-                 keepalive: float = 10.0) -> None:
+    def __init__(self, reads: PlanReads, feed: Feed, *, max_streams: int = 256, per_tenant: int | None = None,
+                 poll: float = 0.5, keepalive: float = 10.0, recheck: float = 5.0) -> None:
         self.reads = reads
         self.feed = feed
         self.max_streams = max_streams
+        self.per_tenant = min(max_streams, per_tenant or max(1, max_streams // 4))
         self.poll = poll
         self.keepalive = keepalive
-        self.open = 0  # touched only on the event loop
+        self.recheck = recheck
+        self.by_tenant: Counter[str] = Counter()  # touched only on the event loop
 
-    def reserve(self) -> Slot:
-        """Take one of the ``max_streams`` slots, or raise :class:`TooManyStreams`. The
-        check and the count happen with no await in between, so the limit holds however
-        many requests arrive at once; the slot is given back when its stream ends."""
+    @property
+    def open(self) -> int:
+        return sum(self.by_tenant.values())
+
+    def reserve(self, tenant: str) -> Slot:
+        """Take one of the ``max_streams`` slots for ``tenant``, within its share
+        (``per_tenant``), or raise :class:`TooManyStreams`. The checks and the count happen
+        with no await in between, so the limits hold however many requests arrive at once;
+        the slot is given back when its stream ends."""
+        if self.by_tenant[tenant] >= self.per_tenant:
+            raise TooManyStreams(f"tenant {tenant!r} has {self.by_tenant[tenant]} event streams open on this API "
+                                 f"process, its share of {self.max_streams} (CONCLAVE_MAX_STREAMS_PER_TENANT="
+                                 f"{self.per_tenant})",
+                                 details=[{"field": "path", "message": "too many open event streams for the tenant"}])
         if self.open >= self.max_streams:
-            raise TooManyStreams(f"{self.open} event streams are open, the limit is {self.max_streams}",
+            raise TooManyStreams(f"{self.open} event streams are open, the limit is {self.max_streams} "
+                                 "(CONCLAVE_MAX_STREAMS)",
                                  details=[{"field": "path", "message": "too many open event streams"}])
-        self.open += 1
-        return Slot(self)
+        self.by_tenant[tenant] += 1
+        return Slot(self, tenant)
 
     def _read(self, plan_id: str, after: int) -> tuple[bool, list[EventRecord]]:
         # status first: if the plan was final before the events were read, they include its end
         final = self.reads.get_plan(plan_id).final
         return final, self.reads.list_events(plan_id, after=after, limit=PAGE)
 
-    async def stream(self, plan_id: str, after: int, slot: Slot) -> AsyncIterator[str]:
+    async def stream(self, plan_id: str, after: int, slot: Slot,
+                     still_allowed: Callable[[], bool] | None = None) -> AsyncIterator[str]:
+        """The stream; ``still_allowed`` (None: nothing to re-check) is asked in the thread
+        pool every ``recheck`` seconds, and the stream ends once it says no."""
         sub: FeedSubscription | None = None
         try:
             sub = await self.feed.subscribe(plan_id)  # before the first read: no gap
             yield "retry: 2000\n\n"
             last, pending = after, deque[dict[str, Any]]()
             next_poll, last_write = 0.0, time.monotonic()
+            next_check = time.monotonic() + self.recheck
             while True:
+                if still_allowed is not None and time.monotonic() >= next_check:
+                    next_check = time.monotonic() + self.recheck
+                    try:
+                        allowed = await run_in_threadpool(still_allowed)
+                    except ServiceUnavailable:
+                        allowed = True  # the database is away: the next check decides
+                    if not allowed:
+                        log.info("event stream of plan %s ends: its token was revoked", plan_id,
+                                 extra={"action": "api.stream_revoked"})
+                        return
                 if time.monotonic() >= next_poll:
                     try:
                         final, events = await run_in_threadpool(self._read, plan_id, last)
@@ -128,7 +166,10 @@ class EventStreams:
                     next_poll = max(next_poll, time.monotonic() + self.poll)
                 if not pending:  # wait for the feed until the next read or keep-alive is due
                     now = time.monotonic()
-                    pending.extend(await sub.get(min(next_poll - now, self.keepalive - (now - last_write))))
+                    wait = min(next_poll - now, self.keepalive - (now - last_write))
+                    if still_allowed is not None:
+                        wait = min(wait, next_check - now)
+                    pending.extend(await sub.get(wait))
                 wrote = False
                 while pending:
                     msg = pending.popleft()

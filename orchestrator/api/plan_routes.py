@@ -27,7 +27,7 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.api import inputs as inp
-from orchestrator.api.auth import require
+from orchestrator.api.auth import require, still_standing
 from orchestrator.api.events import EventStreams
 from orchestrator.api.schemas import (
     PATCH_BODY,
@@ -60,7 +60,7 @@ from orchestrator.core.settings import Settings
 from orchestrator.plan.plan_text import SIZE_SETTING
 from orchestrator.plan.schema import MAX_LABELS, TASK_ID_RE
 from orchestrator.plan.views import PlanView
-from storage.identity import READ, WRITE, Principal
+from storage.identity import DEFAULT_TENANT, READ, WRITE, Principal
 from storage.listing import MAX_PAGE
 from storage.status import PlanStatus
 
@@ -251,8 +251,9 @@ def plans_router(settings: Settings) -> APIRouter:
             after = inp.event_id(request.query_params.get("after"), "after") or 0
         plan = await _call(_reads(request).get_plan, ref, principal=principal)  # 404 before the stream
         streams: EventStreams = request.app.state.streams
-        slot = streams.reserve()
-        return StreamingResponse(streams.stream(plan.id, after, slot), media_type="text/event-stream",
+        slot = streams.reserve(principal.tenant if principal is not None else DEFAULT_TENANT)
+        return StreamingResponse(streams.stream(plan.id, after, slot, still_standing(request.app, principal)),
+                                 media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
                                  background=BackgroundTask(slot.release))
 

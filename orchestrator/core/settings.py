@@ -138,6 +138,9 @@ class Settings(BaseSettings):
     allowed_base_urls: StrList = Field(
         default_factory=list, description="Cluster: URL patterns a plan-defined model's base_url must match")
     submit_rate: int = Field(600, ge=0, description="Submissions per minute per tenant (0: no limit)")
+    max_streams: int = Field(256, ge=1, description="Event streams one API process keeps open at once")
+    max_streams_per_tenant: int | None = Field(
+        None, ge=1, description="Of those, the most one tenant may hold (default: a quarter of CONCLAVE_MAX_STREAMS)")
     tenant_monthly_usd: float | None = Field(
         None, gt=0, description="Each tenant's budget per calendar month (UTC), in US dollars, at the registry's "
                                 "prices: a call past it is refused, a submit once it is spent is a 402 "
