@@ -105,6 +105,8 @@ def test_a_phase_that_tolerates_failed_inputs_is_not_skipped_and_runs_once_they_
         assert [p.key for p in dag.ready(phases)] == ["s"]
     waiting = [ph("a", "running"), ph("s", "pending", ("a",), meta=tolerant)]
     assert dag.ready(waiting) == []
+    # a given-up input before one still running: not ready yet
+    assert dag.ready([ph("a", "failed"), ph("r", "running"), ph("s", "pending", ("a", "r"), meta=tolerant)]) == []
     assert dag.ready([ph("a", "failed"), ph("s", "pending", ("a",))]) == []
 
 
