@@ -113,7 +113,7 @@ def test_a_phase_that_tolerates_failed_inputs_is_not_skipped_and_runs_once_they_
 def test_an_exhausted_budget_skips_every_pending_phase() -> None:
     phases = [ph("a", "failed", **EXHAUSTED), ph("b", "pending"), ph("ok"), ph("c", "pending", ("ok",))]
     reasons, after = dag.skips(phases)
-    assert reasons == {"the plan's token budget is exhausted": ["b", "c"]}
+    assert reasons == {"the plan's budget is exhausted": ["b", "c"]}
     assert [p.status for p in after] == ["failed", "skipped", "completed", "skipped"]
     assert dag.skips([ph("a", "failed", **EXHAUSTED), ph("ok")]) == ({}, [ph("a", "failed", **EXHAUSTED),
                                                                           ph("ok")])
