@@ -80,10 +80,6 @@ class Slot:
                 del self._streams.by_tenant[self.tenant]
             self._streams = None
 
-    @property
-    def held(self) -> bool:
-        return self._streams is not None
-
 
 class EventStreams:
     def __init__(self, reads: PlanReads, feed: Feed, *, max_streams: int = 256, per_tenant: int | None = None,
