@@ -144,7 +144,10 @@ def test_token_budget_stops_the_plan_before_the_call_that_would_exceed_it(embedd
     assert view.status == "budget_exhausted"
     statuses = {p.key: p.status for p in view.phases}
     assert statuses["opening"] == "completed"
-    assert "failed" in statuses.values() and statuses["final"] == "skipped"
+    # the call that did not fit was refused; what ran fitted (which phases, depends on the race
+    # between the round's turns for the reservations), and nothing ended any other way
+    assert any(p.error_code == "llm.budget_exhausted" for p in view.phases)
+    assert all(p.status in ("completed", "skipped") or p.error_code == "llm.budget_exhausted" for p in view.phases)
     assert view.usage.total_tokens + view.usage.wasted_tokens <= 2500
 
 

@@ -31,6 +31,12 @@ def _running(client: Any, plan_id: str, key: str) -> bool:
     return phase.status == "running" and phase.started_at is not None
 
 
+def _chunk_of(live: Any, key: str) -> bool:
+    """Whether the next live message (within half a second) is a chunk of ``key``."""
+    message = live.get(0.5)
+    return message is not None and message.get("type") == "chunk" and message.get("phase") == key
+
+
 def test_a_fault_switch_past_submit_is_refused_by_a_worker_not_in_testing_mode(settings: Any, workers: Any) -> None:
     workers(settings=settings.model_copy(update={"testing": False}))
     with Conclave(settings, worker=False) as tester:  # this submitter is in testing mode; the worker is not
@@ -65,8 +71,13 @@ def test_sigterm_mid_call_exits_promptly_and_another_worker_completes_the_phase(
     leaving = workers(settings=settings.model_copy(update={"offline_latency": 0.1}))
     with Conclave(settings, worker=False) as client:
         plan_id = client.submit(board_plan("shutdown mid-call", experts=1, words=5_000, chunk_chars=4))
-        # the opening streams first, at this worker's pace (about 15 s)
-        wait_for(lambda: _running(client, plan_id, "r1.dana"), 2 * BOUND, what="r1.dana mid-call")
+        # the opening streams first, at this worker's pace (about 15 s); then r1.dana's call is
+        # under way once its first chunk is out (claimed alone, a phase has made no call yet)
+        live = client.subscribe(plan_id)
+        try:
+            wait_for(lambda: _chunk_of(live, "r1.dana"), 2 * BOUND, interval=0, what="r1.dana mid-call")
+        finally:
+            live.close()
 
         assert leaving.proc is not None
         os.killpg(leaving.pid, signal.SIGTERM)  # a warm shutdown, as a supervisor stops a worker
