@@ -48,9 +48,12 @@ against the 1/k chance). The reviews of one item are counted as independent ther
 
 **Theory**, for an arm with ``simulation``: the accuracy the simulation's model predicts
 (:mod:`.theory`: ``skill`` for a single call; the plurality of n independent or one-factor
-correlated draws for a panel or self-consistency — the tally's rule; a panel deciding by
-weighted vote, Borda or its chair is shown plurality's value for reference, with ``exact``
-false) and whether it lies in the measured interval;
+correlated draws for a panel or self-consistency — the tally's rule, a tie of votes going to
+the higher total confidence (``tie="confidence"``); a panel deciding by weighted vote, Borda
+or its chair is shown plurality's value for reference, with ``exact`` false, and so is a
+panel of later rounds under conformity where a round can tie — an even panel or more than
+two options —, since a conforming expert takes the round's majority with ties broken by the
+answers' order, not by confidence) and whether it lies in the measured interval;
 the effective votes n / (1 + (n - 1)·correlation); and, on two options with correlation 0
 and no early stop, the expected round 1 → 2 flip rates under conformity
 (:func:`.theory.conformity_flip_rates`, whose docstring derives them); for reviews, the share
@@ -133,6 +136,7 @@ from orchestrator.evaluation.theory import (
 KINDS = ("panel", "single", "self_consistency")
 PROTOCOLS = get_args(Protocol)
 PLURALITY_RULES = ("vote", "consensus")  # decide by the latest round's plurality (consensus: at its round limit)
+TIE = "confidence"  # how the tally breaks a tie of votes (:func:`~orchestrator.deliberation.protocols.tally`)
 
 
 class InvalidReportInput(ValueError):
@@ -357,14 +361,16 @@ def _theory(spec: ArmSpec, sim: Simulation, measured: ArmFigures) -> Theory:
         rule, accuracy = "skill", sim.skill
     elif sim.correlation > 0:
         rule = "correlated_plurality"
-        accuracy = correlated_plurality_accuracy(n, sim.skill, sim.options, sim.correlation)
+        accuracy = correlated_plurality_accuracy(n, sim.skill, sim.options, sim.correlation, tie=TIE)
     elif spec.kind == "self_consistency":
-        rule, accuracy = "majority_of_samples", majority_of_samples_accuracy(n, sim.skill, sim.options)
+        rule, accuracy = "majority_of_samples", majority_of_samples_accuracy(n, sim.skill, sim.options, tie=TIE)
     else:
-        rule, accuracy = "plurality", plurality_accuracy(n, sim.skill, sim.options)
+        rule, accuracy = "plurality", plurality_accuracy(n, sim.skill, sim.options, tie=TIE)
     low, high = measured.interval
     votes = None if spec.kind == "single" else n / (1 + (n - 1) * sim.correlation)
-    exact = spec.kind != "panel" or spec.decide in PLURALITY_RULES
+    conforming = (sim.conformity > 0 and measured.panel is not None and measured.panel.rounds_planned > 1
+                  and (sim.options > 2 or n % 2 == 0))
+    exact = spec.kind != "panel" or (spec.decide in PLURALITY_RULES and not conforming)
     return Theory(simulation=sim, rule=rule, accuracy=accuracy, within=low <= accuracy <= high,
                   effective_votes=votes, flips=_theory_flips(spec, sim, measured.panel), exact=exact,
                   reviews=_theory_reviews(sim, measured.panel))

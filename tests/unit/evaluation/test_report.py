@@ -19,6 +19,7 @@ from orchestrator.evaluation.outcomes import ItemOutcome
 from orchestrator.evaluation.report import InvalidReportInput, Report, build_report
 from orchestrator.evaluation.statistics import Z95, position_bias, wilson_interval
 from orchestrator.evaluation.tables import WIDTH
+from orchestrator.evaluation.theory import plurality_accuracy
 
 EXPERTS = ("ada", "bo", "cy")
 
@@ -430,6 +431,35 @@ def test_a_panel_deciding_by_another_rule_shows_plurality_for_reference_only() -
         assert theory is not None and theory.rule == "plurality" and theory.exact is exact, decide
     with pytest.raises(InvalidReportInput, match=r"arms\[0\]\.decide"):
         build_report({"name": "x", "arms": [{**arm("panel", simulation=sim), "decide": "coin"}]}, outcomes)
+
+
+def test_the_theory_of_a_panel_that_can_tie_is_the_tallys_rule() -> None:
+    # four experts on two options tie two against two a quarter of the time; the tally gives
+    # the tie to the surer side, which the simulated solver makes the right one most often
+    sim = {"skill": 0.7, "options": 2}
+    outcomes = [outcome("panel", i, i % 10 != 0) for i in range(300)] + [
+        outcome("sc", i, i % 10 != 0) for i in range(300)]
+    report = build_report({"name": "x", "arms": [arm("panel", experts=4, simulation=sim),
+                                                 arm("sc", "self_consistency", experts=4, simulation=sim)]}, outcomes)
+    for name in ("panel", "sc"):
+        theory = report.arm(name).theory
+        assert theory is not None and theory.exact
+        assert theory.accuracy == pytest.approx(plurality_accuracy(4, 0.7, 2, tie="confidence"))
+        assert theory.accuracy > plurality_accuracy(4, 0.7, 2) + 0.1  # a tie is worth far more than one half
+        assert theory.within  # 90 % measured
+
+
+def test_conformity_in_a_panel_that_can_tie_makes_the_theory_a_reference() -> None:
+    # a conforming expert takes the round's majority with ties by the answers' order, not by
+    # confidence: with four options (or an even panel) the later round's plurality has no
+    # closed form; on two options with an odd panel it is round one's, which has one
+    two_rounds = rounds_of([True, True, False], [True, True, True])
+    outcomes = [outcome("panel", i, True, rounds=two_rounds, rounds_planned=2) for i in range(20)]
+    for options, conformity, exact in ((4, 0.5, False), (2, 0.5, True), (4, 0.0, True)):
+        sim = {"skill": 0.7, "options": options, "conformity": conformity}
+        theory = build_report({"name": "x", "arms": [arm("panel", experts=3, simulation=sim)]},
+                              outcomes).arm("panel").theory
+        assert theory is not None and theory.exact is exact, (options, conformity)
 
 
 def test_dollars_per_item_and_per_correct_answer_when_every_call_was_priced() -> None:
