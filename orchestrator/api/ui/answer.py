@@ -65,7 +65,10 @@ def decision_record(view: PlanView) -> Markup:
         return Markup("")
     chair = d.get("chair") or {}
     said = Markup("")
-    if chair.get("matches") is False:
+    if chair.get("failed"):
+        said = Markup('<p class="warning" data-role="chair">The chair failed on every model (<code>{}</code>): '
+                      'the decision record is the result.</p>').format(chair["failed"].get("code"))
+    elif chair.get("matches") is False:
         said = Markup('<p class="error" data-role="chair">The chair\'s synthesis states <b>{}</b>, not the '
                       'tally\'s answer: flagged.</p>').format(chair.get("answer"))
     elif chair.get("matches"):
