@@ -141,7 +141,9 @@ def test_the_tables_show_the_reports_figures() -> None:
     assert cell(parsed, "paired", "panel", "p_value") == f"{pair.table.p_value:.3g}"
     p = panel.panel
     assert cell(parsed, "panels", "panel", "lost") == f"{p.lost} of {p.present}"
-    assert cell(parsed, "panels", "panel", "effective_votes") == f"{p.effective_votes:.2f} (theory 3.00)"
+    low, high = p.effective_votes_interval or (0, 0)
+    assert cell(parsed, "panels", "panel", "effective_votes") == (
+        f"{p.effective_votes:.2f} [{low:.2f}-{high:.2f}] (theory 3.00 inside)")
     (flips,) = p.flips
     assert cell(parsed, "flips", "panel", "right_to_wrong") == (
         f"{flips.pooled.right_to_wrong} of {flips.pooled.right_before}")

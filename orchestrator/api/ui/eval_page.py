@@ -142,18 +142,24 @@ def panels_table(arms: Sequence[ArmFigures]) -> Markup:
         p = a.panel
         if p is None:
             continue
-        theory = a.theory.effective_votes if a.theory else None
+        t = a.theory
         votes = "—" if p.effective_votes is None else f"{p.effective_votes:.2f}"
+        interval = p.effective_votes_interval
+        spread = "" if interval is None else f" [{interval[0]:.2f}-{interval[1]:.2f}]"
+        theory = Markup("") if t is None or t.effective_votes is None else Markup(" (theory {}{})").format(
+            f"{t.effective_votes:.2f}", Markup("") if t.effective_votes_within is None else
+            Markup(" {}").format(_within(t.effective_votes_within)))
         rows.append((a.name, [
             ("name", a.name), ("lost", f"{p.lost} of {p.present}"), ("lost_rate", pct(p.lost_rate)),
             ("agreement", pct(p.agreement)),
             ("rounds_used", f"{p.rounds_used:.2f} of {p.rounds_planned:.2f}"),
             ("early_stop_share", pct(p.early_stop_share)), ("tokens_saved", count(p.tokens_saved)),
-            ("effective_votes", Markup("{}{}").format(votes, "" if theory is None else f" (theory {theory:.2f})"))]))
+            ("effective_votes", Markup("{}{}{}").format(votes, spread, theory))]))
     return _table("panels", "Panels", ["arm", "lost / present", "lost", "agreement", "rounds used", "stopped early",
                                        "tokens saved", "effective votes"], rows,
                   "Lost: the right answer was given by some expert in some round, and the arm's answer is wrong. "
-                  "Effective votes: from the experts' round-1 correctness, n / (1 + (n - 1)·mean correlation).")
+                  "Effective votes: from the experts' round-1 correctness, n / (1 + (n - 1)·mean correlation), "
+                  "with its 95 % interval (a jackknife over the items).")
 
 
 def flips_table(arms: Sequence[ArmFigures]) -> Markup:

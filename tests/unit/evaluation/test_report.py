@@ -280,10 +280,11 @@ ARM_KEYS = {"name", "kind", "baseline", "experts", "items", "correct", "accuracy
             "cancelled", "panel", "theory"}
 PANEL_KEYS = {"items", "present", "lost", "lost_rate", "flips", "agreement", "rounds_used", "rounds_planned",
               "early_stopped", "early_stop_share", "tokens_saved", "tokens_saved_per_item", "effective_votes",
-              "effective_votes_experts", "effective_votes_items", "reviews"}
+              "effective_votes_experts", "effective_votes_items", "effective_votes_interval", "reviews"}
 FLIP_KEYS = {"right_to_wrong", "wrong_to_right", "right_before", "wrong_before", "right_to_wrong_rate",
              "wrong_to_right_rate"}
-THEORY_KEYS = {"simulation", "rule", "exact", "accuracy", "within", "effective_votes", "flips", "reviews"}
+THEORY_KEYS = {"simulation", "rule", "exact", "accuracy", "within", "effective_votes", "effective_votes_within",
+               "flips", "reviews"}
 
 
 def test_json_keys_are_the_documented_ones() -> None:
@@ -339,6 +340,11 @@ def test_the_table_has_one_row_per_arm_and_fits_in_100_columns() -> None:
     paired = next(line for line in lines if line.startswith("panel") and "single" in line and "+20.0" in line)
     assert paired.split() == ["panel", "single", "10", "5", "3", "1", "1", "+20.0", "0.625"]
     assert any(line.split()[:3] == ["panel", "1/9", "11.1"] for line in lines)
+    votes = panel_of(known(), "panel")
+    assert votes.effective_votes_interval is not None
+    low, high = votes.effective_votes_interval
+    assert any(line.split() == ["panel", "3", str(votes.effective_votes_items), f"{votes.effective_votes:.2f}",
+                                f"{low:.2f}-{high:.2f}", "-"] for line in lines)
     r_to_w = "-".join(f"{100 * x:.1f}" for x in panel_of(known(), "panel").flips[0].right_to_wrong_interval)
     assert any(line.split()[:5] == ["panel", "1->2", "1/15", "6.7", r_to_w] for line in lines)
     long = "a" * 150
