@@ -315,6 +315,11 @@ def test_a_board_decided_by_vote_shows_each_verdict_and_the_decision_record(
             assert shown == phase["verdict"]["answer"], phase["key"]
     assert page.get_attribute("[id='phase-decision'] .verdict", "data-answer") == decision["key"]
     assert "same model" in page.text_content("#overview .warning")
+    # the chair's closing verdict line reads as a sentence in the answer, not as JSON
+    final = next(p for p in view["phases"] if p["key"] == "final")["verdict"]
+    said = " ".join(page.text_content("#synthesis .verdict-line").split())
+    assert said.startswith(f"Verdict {final['answer']} · confidence {final['confidence']:.2f}"), said
+    assert '"answer"' not in page.text_content("#synthesis")
     # the review round is named as one, not as a second round one
     heads = page.eval_on_selector_all(".group-head", "hs => hs.map(h => h.textContent)")
     assert heads == ["round 1 · 4 in parallel · 4 done", "reviews · round 1 · 4 in parallel · 4 done"], heads

@@ -187,7 +187,7 @@ def card(phase: PhaseView, timing: Timing, *, terminal: bool = False, drawn: lis
         body = render(phase.summary) if phase.summary else Markup("")
         more = Markup('<button type="button" class="more" aria-expanded="false">Read the full text</button>') \
             if phase.status == PhaseStatus.COMPLETED else Markup("")
-    title = phase.expert or kind
+    title = phase.expert or phase.kind.replace("_", " ")  # its round is in the facts line below
     return Markup(
         '<article class="phase status-{status}{terminal}" id="phase-{key}" data-key="{key}" data-kind="{kindname}" '
         'data-status="{status}" data-attempt="{attempt}" data-deps="{deps}" data-drawn="{drawn}">'
