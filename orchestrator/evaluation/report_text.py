@@ -118,7 +118,6 @@ def _reviews(arms: Sequence[ArmFigures]) -> str:
                      decimal(r.estimated_bias), p_value(r.position.p_value),
                      "-" if s is None else f"{s.self_first}/{s.reviews}",
                      "-" if s is None else percent(s.rate), "-" if s is None else percent(s.expected)])
-    return grid("reviews (first shown ranked first, against chance and theory; the bias it estimates; own answer "
-                "ranked first, against chance)",
+    return grid("reviews (first shown ranked first, vs chance and theory; its bias; own answer first, vs chance)",
                 ["arm", "reviews", "first", "chance", "95% CI", "theory", "bias", "p", "self-first", "self", "chance"],
                 rows)

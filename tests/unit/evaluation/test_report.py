@@ -348,7 +348,7 @@ def test_the_table_has_one_row_per_arm_and_fits_in_100_columns() -> None:
     r_to_w = "-".join(f"{100 * x:.1f}" for x in panel_of(known(), "panel").flips[0].right_to_wrong_interval)
     assert any(line.split()[:5] == ["panel", "1->2", "1/15", "6.7", r_to_w] for line in lines)
     long = "a" * 150
-    text = build_report({"name": "x", "arms": [arm(long)]}, [outcome(long, 0, True)]).table()
+    text = build_report({"name": "x" * 60, "arms": [arm(long)]}, [outcome(long, 0, True)]).table()
     assert max(len(line) for line in text.splitlines()) <= WIDTH
     assert "a" * 20 + "~" in text
 
@@ -425,6 +425,7 @@ def test_a_simulated_position_bias_is_predicted_and_estimated(bias: float) -> No
     assert data["panel"]["reviews"]["position_bias"]["estimated_bias"] == pytest.approx(reviews.estimated_bias)
     text = report.table()
     assert f"{100 * panel.theory.reviews.first_rate:.1f} in" in text  # the theory printed beside the rate
+    assert max(len(line) for line in text.splitlines()) <= WIDTH  # every section, its title too
 
 
 def test_a_panel_deciding_by_another_rule_shows_plurality_for_reference_only() -> None:
