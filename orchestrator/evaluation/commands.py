@@ -60,8 +60,9 @@ def run(conclave: Conclave, spec: str | Path, *, limit: int | None = None, in_fl
         with LiveProgress(err, resolved.name) as progress:
             result = Harness(conclave, resolved, in_flight=in_flight, progress=progress).run()
     except KeyboardInterrupt:
+        again = f"conclave eval run {spec}" + (f" --limit {limit}" if limit is not None else "")  # the same eval
         err.print(f"[yellow]interrupted: the plans submitted so far are stored (and keep running on a cluster); "
-                  f"`conclave eval run {escape(str(spec))}` again goes on where this stopped[/yellow]",
+                  f"`{escape(again)}` again goes on where this stopped[/yellow]",
                   highlight=False, soft_wrap=True)
         return 130
     _emit(build(result.stored, result.outcomes), as_json, out)

@@ -41,7 +41,7 @@ def _arms(name: str, arms: Sequence[ArmFigures]) -> str:
         rows.append([a.name + (" *" if a.spec.baseline else ""), a.spec.kind.replace("self_consistency", "self-cons"),
                      str(a.items), str(a.correct), percent(a.accuracy), span(a.interval), amount(a.tokens_per_item),
                      amount(a.tokens_per_correct), str(a.failed), theory])
-    return grid(f"eval {name} (* baseline; accuracy and its 95 % interval in %; ~ plurality's theory, for reference)",
+    return grid(f"eval {name} (* baseline; accuracy, 95 % interval in %; ~ plurality's theory, for reference)",
                 ["arm", "kind", "items", "right", "acc", "95% CI", "tok/item", "tok/right", "failed", "theory"], rows)
 
 
