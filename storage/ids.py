@@ -36,6 +36,13 @@ def as_plan_id(ref: str) -> str | None:
         return None
 
 
+def is_short_prefix(ref: str) -> bool:
+    """Whether ``ref`` reads as the start of a plan id but is shorter than :data:`MIN_PREFIX`
+    hex digits: a lookup that finds nothing by it says how long a prefix must be."""
+    digits = ref.strip().lower().replace("-", "") if isinstance(ref, str) else ""
+    return 0 < len(digits) < MIN_PREFIX and _HEX_RE.fullmatch(digits) is not None
+
+
 def as_id_prefix(ref: str) -> str | None:
     """The canonical start of a plan id ``ref`` denotes — at least :data:`MIN_PREFIX` hex
     digits, shorter than an id, any case, hyphens optional — else None."""

@@ -15,7 +15,7 @@ from storage.briefings import add_briefing
 from storage.db import Database
 from storage.exceptions import Ambiguous, Busy, Conflict, NotFound
 from storage.identity import DEFAULT_TENANT, Principal
-from storage.ids import as_id_prefix, as_plan_id, new_plan_id
+from storage.ids import MIN_PREFIX, as_id_prefix, as_plan_id, is_short_prefix, new_plan_id
 from storage.models import Phase, Plan, utcnow
 from storage.outbox import Outbox
 from storage.phases import EARLY_STOP
@@ -158,7 +158,9 @@ def resolve(db: Database, ref: str, tenant: str | None = None) -> str:
     if not rows and plan_id is None and (prefix := as_id_prefix(ref)) is not None:
         return _by_prefix(db, ref, prefix, tenant)
     if not rows:
-        raise NotFound(f"no plan with {'id' if plan_id else 'task_id'} {ref!r}")
+        short = plan_id is None and is_short_prefix(ref)  # "8": what a user means by it is a prefix
+        raise NotFound(f"no plan with {'id' if plan_id else 'task_id'} {ref!r}"
+                       + (f" (an id prefix needs at least {MIN_PREFIX} characters)" if short else ""))
     if len(rows) > 1:
         tenants = ", ".join(sorted(r[1] for r in rows))
         raise Conflict(f"task_id {ref!r} is used in several tenants ({tenants}): use the plan id")

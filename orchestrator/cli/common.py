@@ -77,8 +77,10 @@ def fail(exc: ConclaveError, *, where: str | None = None) -> None:
     err.print(f"[red]error[/red] {escape(f'[{exc.code}] {exc.message}')}", highlight=False)
     if isinstance(exc.details, list):  # each field named once (a plan's first is in its message)
         for d in exc.details[1:6] if isinstance(exc, InvalidPlan) else exc.details[:5]:
-            line = f"{d.get('field') or '(plan)'}: {d.get('message')}" if isinstance(d, dict) else ""
-            if line and line not in exc.message:
+            if not isinstance(d, dict) or str(d.get("message")) in exc.message:
+                continue  # said already: a registry's problem is its message, named by the variable
+            line = f"{d.get('field') or '(plan)'}: {d.get('message')}"
+            if line not in exc.message:
                 err.print(escape(f"  {line}"), highlight=False)
     if where is not None:
         err.print(escape(f"  looked in {where}"), highlight=False)

@@ -23,11 +23,24 @@ from orchestrator.logs import configure, quiet_beat
 @click.pass_context
 def worker(ctx: click.Context, beat: bool) -> None:
     """Run a Celery worker for the configured cluster (extra args go to celery)."""
-    fleet = startup.start("worker")  # its app names the task modules: Celery imports them
+    fleet = startup.start("worker", _logfile(ctx.args))  # its app names the task modules: Celery imports them
     settings = fleet.settings
     argv = ["worker", "--pool", settings.pool, "--concurrency", str(settings.concurrency), "-Q", "conclave",
             "-E", "--loglevel", settings.log_level, *(["-B", *_schedule(settings)] if beat else []), *ctx.args]
     startup.run(fleet.app, argv)
+
+
+def _logfile(args: list[str]) -> str | None:
+    """The ``--logfile``/``-f`` among Celery's arguments (``--logfile X``, ``--logfile=X``,
+    ``-f X``, ``-fX``), or None."""
+    for i, arg in enumerate(args):
+        if arg in ("--logfile", "-f"):
+            return args[i + 1] if i + 1 < len(args) else None
+        if arg.startswith("--logfile="):
+            return arg.split("=", 1)[1]
+        if arg.startswith("-f") and not arg.startswith("--") and len(arg) > 2:
+            return arg[2:]
+    return None
 
 
 @click.command()

@@ -174,9 +174,10 @@ def status(plan_id: str, as_json: bool, url: str | None, token: str | None, tena
                 if p.verdict.get("answer") is not None else "  verdict: abstained")
             c.print(f"  {p.status:<10} {p.key:<28} {p.expert or '':<12} attempt {p.attempt}"
                     + (f"  {p.error_code}" if p.error_code else "") + said, highlight=False)
-        from orchestrator.client.console import decision_lines
+        from orchestrator.client.console import decision_lines, early_stop_line
 
-        for line in decision_lines(view):
+        stopped = early_stop_line(view)
+        for line in ([stopped] if stopped else []) + decision_lines(view):
             c.print(line)
 
 

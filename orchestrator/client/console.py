@@ -78,6 +78,15 @@ def verdict_line(p: PhaseView, text: str, view: PlanView) -> list[Text]:
     return lines
 
 
+def early_stop_line(view: PlanView) -> Text | None:
+    """The rounds an early stop skipped, why, and the tokens that saved; None without one."""
+    stop = view.early_stop
+    if not stop:
+        return None
+    return Text(f"⏭ round(s) {', '.join(map(str, stop.get('rounds', [])))} skipped: {stop.get('reason')} "
+                f"(about {stop.get('tokens_saved', 0):,} tokens saved)", style="magenta")
+
+
 def decision_lines(view: PlanView) -> list[Text]:
     """The panel's decision in a line or two (protocol, answer, agreement, the chair's
     consistency), and what weakens it; empty for a plan that declares no answer."""
@@ -100,7 +109,10 @@ def decision_lines(view: PlanView) -> list[Text]:
     if d.get("consensus"):
         facts.append("consensus reached" if d["consensus"]["reached"] else "no consensus")
     lines.append(Text(f"Decision ({d.get('protocol')}): {answer} — {', '.join(facts)}", style="bold"))
-    if chair.get("matches") is False:
+    if chair.get("failed"):
+        lines.append(Text(f"⚠ the chair failed on every model ({chair['failed'].get('code')}): the decision record "
+                          "is the result", style="yellow"))
+    elif chair.get("matches") is False:
         lines.append(Text(f"✗ the chair's synthesis states {chair.get('answer')!r}, not the tally's answer: flagged",
                           style="red"))
     elif chair.get("matches"):
@@ -219,10 +231,10 @@ class MeetingView:
                 self.console.print(Text(f"■ {phase_title(p)} — cancelled", style="yellow"))
             elif p.status == PhaseStatus.SKIPPED and p.error_code == EARLY_STOP:
                 stop = view.early_stop or {}
-                if not any(q.key in self.printed for q in view.phases if q.key in stop.get("phases", ()) and q != p):
-                    self.console.print(Text(f"⏭ round(s) {', '.join(map(str, stop.get('rounds', [])))} skipped: "
-                                            f"{p.error} (about {stop.get('tokens_saved', 0):,} tokens saved)",
-                                            style="magenta"))
+                stopped = early_stop_line(view)
+                if stopped and not any(q.key in self.printed for q in view.phases
+                                       if q.key in stop.get("phases", ()) and q != p):
+                    self.console.print(stopped)
             elif p.status == PhaseStatus.SKIPPED:
                 self.console.print(Text(f"· {phase_title(p)} — skipped: {p.error}", style="dim"))
 

@@ -4,8 +4,8 @@ Each expert casts one ballot: its latest verdict (an expert absent from the last
 votes with the verdict it gave before; one that never gave a readable verdict abstains).
 Ballots with the same answer (:func:`~.answers.same_answer`: an option, a number within the
 tolerance of its group's anchor — the answer near most others —, the same normalised text)
-form one candidate; scores and confidences are summed exactly rounded, so neither depends
-on the order of the ballots. The protocols:
+form one candidate; scores and confidences are summed exactly, as the decimals the verdicts
+wrote, so neither depends on the order of the ballots and equal decimal totals are a tie. The protocols:
 
 - ``vote`` — plurality: a ballot weighs 1;
 - ``weighted_vote`` — a ballot weighs its confidence (ReConcile's confidence-weighted vote);
@@ -24,9 +24,9 @@ runner-up, the share of the panel that agrees, and how a tie was broken.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from orchestrator.deliberation.answers import ChoiceAnswer, NumberAnswer, Protocol, TextAnswer, answer_key, same_answer
@@ -185,10 +185,12 @@ def _borda(spec: Spec, ballots: Sequence[Ballot], candidates: list[Candidate],
 
 
 def _total(parts: Iterable[float]) -> float:
-    """A score or a total confidence that does not depend on the order of its parts (summed
-    exactly rounded: in floating point 0.1 + 0.2 + 0.3 is not 0.3 + 0.2 + 0.1, and the
-    difference decided ties)."""
-    return math.fsum(parts)
+    """A score or a total confidence that does not depend on the order of its parts, and is
+    the same for equal decimal sums: each part is taken as the decimal it was written as (its
+    shortest repr) and they are added exactly. In floating point 0.1 + 0.2 + 0.3 is not
+    0.3 + 0.2 + 0.1, and even summed exactly rounded (math.fsum) 0.35 + 0.47 is not 0.36 +
+    0.46 — a tie of confidences that such noise, not the seeded draw, would decide."""
+    return float(sum((Decimal(repr(float(p))) for p in parts), Decimal(0)))
 
 
 def _break_tie(ranked: list[Candidate], seed: str) -> tuple[list[Candidate], dict[str, Any]]:

@@ -227,3 +227,23 @@ def model_identity(plan: dict[str, Any], name: str) -> str:
     if name in models:
         return json.dumps(models[name], sort_keys=True)
     return f"registry:{name}"
+
+
+_FAMILY = re.compile(r"[a-z]+")
+
+
+def model_family(plan: dict[str, Any], name: str, registry: dict[str, dict[str, Any]] | None = None) -> str:
+    """The family of the model a name stands for in ``plan`` (its definition there, else the
+    operator's ``registry`` when known): the offline model is one family; any other is the
+    leading letters of its model name, after an ``org/`` prefix — ``gpt-4o`` and
+    ``gpt-4o-mini`` are ``gpt``, ``claude-3-5-haiku-latest`` and ``claude-sonnet-4-5``
+    ``claude``, ``llama3.1:8b`` and ``meta-llama/Llama-3.1-8B`` ``llama``, whichever provider
+    serves them. A name defined nowhere it can be read is its own family (``registry:NAME``)."""
+    spec = (plan.get("models") or {}).get(name) or (registry or {}).get(name)
+    if spec is None:
+        return f"registry:{name}"
+    if spec.get("provider", "offline") == "offline":
+        return "offline"
+    model = str(spec.get("model") or "").lower().rsplit("/", 1)[-1]
+    found = _FAMILY.match(model)
+    return found.group(0) if found else f"{spec.get('provider')}:{model}"

@@ -31,6 +31,7 @@ from orchestrator.evaluation.outcomes import ItemOutcome
 from orchestrator.evaluation.progress import LiveProgress
 from orchestrator.evaluation.report import Report, build_report
 from orchestrator.evaluation.spec import resolve
+from orchestrator.plan.registry import load_registry
 from storage.evals import EvalRecord
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -46,19 +47,22 @@ def _emit(report: Report | Comparison, as_json: bool, out: Console) -> None:
 
 
 def run(conclave: Conclave, spec: str | Path, *, limit: int | None = None, in_flight: int = IN_FLIGHT,
-        as_json: bool = False, out: Console | None = None, err: Console | None = None) -> int:
-    """Run (or resume) the eval ``spec``, then print its report; the exit code."""
+        as_json: bool = False, out: Console | None = None, err: Console | None = None,
+        registry: dict[str, dict[str, Any]] | None = None) -> int:
+    """Run (or resume) the eval ``spec``, then print its report; the exit code. ``registry``:
+    the operator's models, when this process reads them (the judge's family warning)."""
     out = out or Console()
     err = err or Console(stderr=True)
-    resolved = resolve(spec, limit=limit)
+    resolved = resolve(spec, limit=limit, registry=registry)
     for warning in resolved.warnings:
         err.print(f"[yellow]⚠ {escape(warning)}[/yellow]", highlight=False, soft_wrap=True)
     try:
         with LiveProgress(err, resolved.name) as progress:
             result = Harness(conclave, resolved, in_flight=in_flight, progress=progress).run()
     except KeyboardInterrupt:
+        again = f"conclave eval run {spec}" + (f" --limit {limit}" if limit is not None else "")  # the same eval
         err.print(f"[yellow]interrupted: the plans submitted so far are stored (and keep running on a cluster); "
-                  f"`conclave eval run {escape(str(spec))}` again goes on where this stopped[/yellow]",
+                  f"`{escape(again)}` again goes on where this stopped[/yellow]",
                   highlight=False, soft_wrap=True)
         return 130
     _emit(build(result.stored, result.outcomes), as_json, out)
@@ -120,8 +124,10 @@ def eval_group(glue: CliGlue) -> click.Group:
         finished runs twice."""
         settings = glue.settings()
         glue.configure(settings, "ERROR" if settings.embedded and not url else "WARNING")
+        registry = None if settings.models is None else {  # the registry this shell names, if any
+            name: model.model_dump(mode="json") for name, model in load_registry(settings.models).items()}
         with glue.client(settings, url=url, token=token) as client:
-            code = run(client, spec, limit=limit, in_flight=in_flight, as_json=as_json)
+            code = run(client, spec, limit=limit, in_flight=in_flight, as_json=as_json, registry=registry)
         sys.exit(code)
 
     @group.command("report")

@@ -115,6 +115,7 @@ class PanelFigures:
     effective_votes_experts: int
     effective_votes_items: int
     reviews: ReviewFigures | None
+    effective_votes_interval: tuple[float, float] | None = None
 
     @property
     def lost_rate(self) -> float | None:
@@ -132,6 +133,8 @@ class PanelFigures:
                 "tokens_saved": self.tokens_saved, "tokens_saved_per_item": self.tokens_saved / self.items,
                 "effective_votes": self.effective_votes, "effective_votes_experts": self.effective_votes_experts,
                 "effective_votes_items": self.effective_votes_items,
+                "effective_votes_interval": list(self.effective_votes_interval)
+                if self.effective_votes_interval else None,
                 "reviews": self.reviews.as_json() if self.reviews else None}
 
 
@@ -174,10 +177,13 @@ class Theory:
     #: Borda or its chair, where plurality's value is shown for reference only
     exact: bool = True
     reviews: TheoryReviews | None = None
+    #: whether ``effective_votes`` lies in the measured interval (None: no interval measured)
+    effective_votes_within: bool | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {"simulation": self.simulation.as_json(), "rule": self.rule, "exact": self.exact,
                 "accuracy": self.accuracy, "within": self.within, "effective_votes": self.effective_votes,
+                "effective_votes_within": self.effective_votes_within,
                 "flips": self.flips.as_json() if self.flips else None,
                 "reviews": self.reviews.as_json() if self.reviews else None}
 

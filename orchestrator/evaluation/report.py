@@ -41,16 +41,20 @@ wrong→right flips for each pair of consecutive rounds, over every expert prese
 (pooled, with Wilson intervals widened by the clustering of the experts in an item, and per
 expert); the agreement of the last round; rounds used and planned, early stops and the tokens they
 saved; the effective number of independent votes (Kish's n / (1 + (n - 1)·mean phi) over
-the experts' round-1 correctness, on the items where every expert answered round 1); and, if
+the experts' round-1 correctness, on the items where every expert answered round 1) with its
+95 % interval (the mean phi's jackknife over the items); and, if
 there are reviews, position bias (the position, among the labels shown, of the one ranked
 first) and self-preference (how often a reviewer who was shown its own answer ranks it first,
 against the 1/k chance). The reviews of one item are counted as independent there.
 
 **Theory**, for an arm with ``simulation``: the accuracy the simulation's model predicts
 (:mod:`.theory`: ``skill`` for a single call; the plurality of n independent or one-factor
-correlated draws for a panel or self-consistency — the tally's rule; a panel deciding by
-weighted vote, Borda or its chair is shown plurality's value for reference, with ``exact``
-false) and whether it lies in the measured interval;
+correlated draws for a panel or self-consistency — the tally's rule, a tie of votes going to
+the higher total confidence (``tie="confidence"``); a panel deciding by weighted vote, Borda
+or its chair is shown plurality's value for reference, with ``exact`` false, and so is a
+panel of later rounds under conformity where a round can tie — an even panel or more than
+two options —, since a conforming expert takes the round's majority with ties broken by the
+answers' order, not by confidence) and whether it lies in the measured interval;
 the effective votes n / (1 + (n - 1)·correlation); and, on two options with correlation 0
 and no early stop, the expected round 1 → 2 flip rates under conformity
 (:func:`.theory.conformity_flip_rates`, whose docstring derives them); for reviews, the share
@@ -70,7 +74,8 @@ columns, one row per arm in each section)::
     PANEL  = {"items", "present", "lost", "lost_rate", "flips": [FLIPS], "agreement",
               "rounds_used", "rounds_planned", "early_stopped", "early_stop_share",
               "tokens_saved", "tokens_saved_per_item", "effective_votes",
-              "effective_votes_experts", "effective_votes_items", "reviews": null | REVIEWS}
+              "effective_votes_experts", "effective_votes_items", "effective_votes_interval",
+              "reviews": null | REVIEWS}
     FLIPS  = {"from_round", "to_round", "right_to_wrong", "wrong_to_right", "right_before",
               "wrong_before", "right_to_wrong_rate", "wrong_to_right_rate",
               "right_to_wrong_interval", "wrong_to_right_interval",
@@ -81,7 +86,7 @@ columns, one row per arm in each section)::
                                  "interval", "p_value", "estimated_bias"},
                "self_preference": null | {"reviews", "self_first", "rate", "expected", "interval"}}
     THEORY = {"simulation": {"skill", "correlation", "conformity", "position_bias", "options"},
-              "rule", "exact", "accuracy", "within", "effective_votes",
+              "rule", "exact", "accuracy", "within", "effective_votes", "effective_votes_within",
               "reviews": null | {"first_rate", "within"},
               "flips": null | {"from_round", "to_round", "right_to_wrong_rate",
                                "wrong_to_right_rate", "right_to_wrong_within",
@@ -119,6 +124,7 @@ from orchestrator.evaluation.statistics import (
     agreement_rate,
     clustered_interval,
     effective_votes,
+    effective_votes_interval,
     flip_rates,
     paired,
     position_bias,
@@ -133,6 +139,7 @@ from orchestrator.evaluation.theory import (
 KINDS = ("panel", "single", "self_consistency")
 PROTOCOLS = get_args(Protocol)
 PLURALITY_RULES = ("vote", "consensus")  # decide by the latest round's plurality (consensus: at its round limit)
+TIE = "confidence"  # how the tally breaks a tie of votes (:func:`~orchestrator.deliberation.protocols.tally`)
 
 
 class InvalidReportInput(ValueError):
@@ -252,7 +259,7 @@ def _panel(outcomes: list[ItemOutcome]) -> PanelFigures | None:
     deliberated = [o for o in outcomes if o.rounds]
     if not deliberated:
         return None
-    votes, experts, items = _effective_votes(deliberated)
+    votes, experts, items, votes_interval = _effective_votes(deliberated)
     last = [[_key(a) for a in o.rounds[-1].values()] for o in deliberated if o.rounds[-1]]
     return PanelFigures(
         items=len(deliberated),
@@ -265,7 +272,7 @@ def _panel(outcomes: list[ItemOutcome]) -> PanelFigures | None:
         early_stopped=sum(1 for o in deliberated if o.early_stopped),
         tokens_saved=sum(o.tokens_saved for o in deliberated),
         effective_votes=votes, effective_votes_experts=experts, effective_votes_items=items,
-        reviews=_reviews(outcomes),
+        effective_votes_interval=votes_interval, reviews=_reviews(outcomes),
     )
 
 
@@ -305,15 +312,16 @@ def _flips_between_rounds(outcomes: list[ItemOutcome]) -> tuple[TransitionFlips,
     return tuple(found)
 
 
-def _effective_votes(outcomes: list[ItemOutcome]) -> tuple[float | None, int, int]:
-    """``(effective votes, experts, items)`` over round 1, on the items where every expert
-    seen in any item's round 1 answered it."""
+def _effective_votes(outcomes: list[ItemOutcome]) -> tuple[float | None, int, int, tuple[float, float] | None]:
+    """``(effective votes, experts, items, its 95 % interval)`` over round 1, on the items
+    where every expert seen in any item's round 1 answered it."""
     firsts = [o.rounds_correct[0] for o in outcomes if o.rounds_correct and o.rounds_correct[0]]
     experts = sorted({e for first in firsts for e in first})
     complete = [first for first in firsts if all(e in first for e in experts)]
     if not experts or not complete:
-        return None, len(experts), 0
-    return effective_votes([[first[e] for first in complete] for e in experts]), len(experts), len(complete)
+        return None, len(experts), 0, None
+    correct = [[first[e] for first in complete] for e in experts]
+    return effective_votes(correct), len(experts), len(complete), effective_votes_interval(correct)
 
 
 def _reviews(outcomes: list[ItemOutcome]) -> ReviewFigures | None:
@@ -357,17 +365,22 @@ def _theory(spec: ArmSpec, sim: Simulation, measured: ArmFigures) -> Theory:
         rule, accuracy = "skill", sim.skill
     elif sim.correlation > 0:
         rule = "correlated_plurality"
-        accuracy = correlated_plurality_accuracy(n, sim.skill, sim.options, sim.correlation)
+        accuracy = correlated_plurality_accuracy(n, sim.skill, sim.options, sim.correlation, tie=TIE)
     elif spec.kind == "self_consistency":
-        rule, accuracy = "majority_of_samples", majority_of_samples_accuracy(n, sim.skill, sim.options)
+        rule, accuracy = "majority_of_samples", majority_of_samples_accuracy(n, sim.skill, sim.options, tie=TIE)
     else:
-        rule, accuracy = "plurality", plurality_accuracy(n, sim.skill, sim.options)
+        rule, accuracy = "plurality", plurality_accuracy(n, sim.skill, sim.options, tie=TIE)
     low, high = measured.interval
     votes = None if spec.kind == "single" else n / (1 + (n - 1) * sim.correlation)
-    exact = spec.kind != "panel" or spec.decide in PLURALITY_RULES
+    conforming = (sim.conformity > 0 and measured.panel is not None and measured.panel.rounds_planned > 1
+                  and (sim.options > 2 or n % 2 == 0))
+    exact = spec.kind != "panel" or (spec.decide in PLURALITY_RULES and not conforming)
+    measured_votes = None if measured.panel is None else measured.panel.effective_votes_interval
     return Theory(simulation=sim, rule=rule, accuracy=accuracy, within=low <= accuracy <= high,
                   effective_votes=votes, flips=_theory_flips(spec, sim, measured.panel), exact=exact,
-                  reviews=_theory_reviews(sim, measured.panel))
+                  reviews=_theory_reviews(sim, measured.panel),
+                  effective_votes_within=None if votes is None or measured_votes is None else
+                  _inside(votes, measured_votes))
 
 
 def _theory_reviews(sim: Simulation, panel: PanelFigures | None) -> TheoryReviews | None:

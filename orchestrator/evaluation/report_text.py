@@ -21,6 +21,7 @@ def report_table(name: str, arms: Sequence[ArmFigures], pairs: Sequence[PairFigu
     panels = [a for a in arms if a.panel is not None]
     if panels:
         sections.append(_panels(panels))
+        sections.append(_votes(panels))
     if any(a.panel.flips for a in panels if a.panel):
         sections.append(_flips(panels))
     if any(a.panel.reviews for a in panels if a.panel):
@@ -40,7 +41,7 @@ def _arms(name: str, arms: Sequence[ArmFigures]) -> str:
         rows.append([a.name + (" *" if a.spec.baseline else ""), a.spec.kind.replace("self_consistency", "self-cons"),
                      str(a.items), str(a.correct), percent(a.accuracy), span(a.interval), amount(a.tokens_per_item),
                      amount(a.tokens_per_correct), str(a.failed), theory])
-    return grid(f"eval {name} (* baseline; accuracy and its 95 % interval in %; ~ plurality's theory, for reference)",
+    return grid(f"eval {name} (* baseline; accuracy, 95 % interval in %; ~ plurality's theory, for reference)",
                 ["arm", "kind", "items", "right", "acc", "95% CI", "tok/item", "tok/right", "failed", "theory"], rows)
 
 
@@ -63,13 +64,27 @@ def _panels(arms: Sequence[ArmFigures]) -> str:
     for a in arms:
         p = a.panel
         assert p is not None
-        theory = a.theory.effective_votes if a.theory else None
         rows.append([a.name, f"{p.lost}/{p.present}", percent(p.lost_rate), percent(p.agreement),
                      f"{p.rounds_used:.2f}/{p.rounds_planned:.2f}", percent(p.early_stop_share),
-                     amount(p.tokens_saved), decimal(p.effective_votes), decimal(theory)])
+                     amount(p.tokens_saved)])
     return grid("panels (lost: right answer present, arm's answer wrong; agreement of the last round)",
-                ["arm", "lost/present", "lost", "agree", "rounds/planned", "early", "tok saved", "eff votes",
-                 "theory"], rows)
+                ["arm", "lost/present", "lost", "agree", "rounds/planned", "early", "tok saved"], rows)
+
+
+def _votes(arms: Sequence[ArmFigures]) -> str:
+    rows = []
+    for a in arms:
+        p = a.panel
+        assert p is not None
+        t = a.theory
+        theory = "-" if t is None or t.effective_votes is None else (
+            decimal(t.effective_votes) + ("" if t.effective_votes_within is None
+                                          else f" {within(t.effective_votes_within)}"))
+        interval = p.effective_votes_interval
+        rows.append([a.name, str(p.effective_votes_experts), str(p.effective_votes_items), decimal(p.effective_votes),
+                     "-" if interval is None else f"{decimal(interval[0])}-{decimal(interval[1])}", theory])
+    return grid("effective independent votes (from round-1 correctness; 95 % interval: a jackknife over items)",
+                ["arm", "experts", "items", "eff votes", "95% CI", "theory"], rows)
 
 
 def _flips(arms: Sequence[ArmFigures]) -> str:
@@ -103,7 +118,6 @@ def _reviews(arms: Sequence[ArmFigures]) -> str:
                      decimal(r.estimated_bias), p_value(r.position.p_value),
                      "-" if s is None else f"{s.self_first}/{s.reviews}",
                      "-" if s is None else percent(s.rate), "-" if s is None else percent(s.expected)])
-    return grid("reviews (first shown ranked first, against chance and theory; the bias it estimates; own answer "
-                "ranked first, against chance)",
+    return grid("reviews (first shown ranked first, vs chance and theory; its bias; own answer first, vs chance)",
                 ["arm", "reviews", "first", "chance", "95% CI", "theory", "bias", "p", "self-first", "self", "chance"],
                 rows)

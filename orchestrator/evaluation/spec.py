@@ -171,9 +171,12 @@ class Resolved:
         return str(self.record["name"])
 
 
-def resolve(path: str | Path, *, limit: int | None = None) -> Resolved:
+def resolve(path: str | Path, *, limit: int | None = None,
+            registry: dict[str, dict[str, Any]] | None = None) -> Resolved:
     """Read the spec at ``path``, its plan template and items (relative to the spec's folder)
-    and build the eval's record; ``limit``: only the first ``limit`` items (the record says so)."""
+    and build the eval's record; ``limit``: only the first ``limit`` items (the record says so);
+    ``registry``: the operator's models as the caller knows them (``{name: definition}``), for
+    the judge's warning only."""
     path = Path(path)
     spec = parse_spec(_read_document(path, "spec", ""))
     base = path.parent
@@ -183,10 +186,11 @@ def resolve(path: str | Path, *, limit: int | None = None) -> Resolved:
             raise invalid("limit", "must be at least 1")
         items = items[:limit]
     template = _read_document(base / spec.plan, "plan template", "plan")
-    return build_record(spec, items, template, limit=limit)
+    return build_record(spec, items, template, limit=limit, registry=registry)
 
 
-def build_record(spec: EvalSpec, items: list[Item], template: Any, *, limit: int | None = None) -> Resolved:
+def build_record(spec: EvalSpec, items: list[Item], template: Any, *, limit: int | None = None,
+                 registry: dict[str, dict[str, Any]] | None = None) -> Resolved:
     """The record of ``spec`` over ``items`` with the panel's plan ``template`` (a mapping)."""
     if not items:
         raise invalid("dataset" if spec.dataset else "generate", "the eval has no items")
@@ -222,7 +226,7 @@ def build_record(spec: EvalSpec, items: list[Item], template: Any, *, limit: int
         check_record(record)
     except InvalidEval as exc:
         raise _as_spec_field(exc, record) from None
-    return Resolved(record, _warnings(record))
+    return Resolved(record, _warnings(record, registry))
 
 
 #: the spec's field an arm's plan comes from, named when it is not a valid plan
@@ -359,18 +363,23 @@ def _parse(where: str, plan: dict[str, Any]) -> None:
 # ------------------------------------------------------------------ warnings
 
 
-def _warnings(record: dict[str, Any]) -> list[str]:
-    """A judge that runs the model of an expert it judges grades its own kind of answer."""
+def _warnings(record: dict[str, Any], registry: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """A judge of the model family of an expert it judges (:func:`.arms.model_family`, read in
+    the operator's ``registry`` when the caller has it) grades its own kind of answer."""
     judge = record["judge"]
     if judge is None:
         return []
-    identity = arms.model_identity
-    judged = identity(judge["plan"], judge["model"])
+    judged = arms.model_identity(judge["plan"], judge["model"])
+    family = arms.model_family(judge["plan"], judge["model"], registry)
     for arm in record["arms"]:
         plan = arm["plan"]
         for expert in [*plan.get("experts", []), *([plan["moderator"]] if plan.get("moderator") else [])]:
             name = expert.get("model", "default")
-            if identity(plan, name) == judged:
+            if arms.model_identity(plan, name) == judged:
                 return [f"the judge runs the same model as an expert of the {arm['name']} arm ({name}): it grades "
                         "answers of its own kind, and tends to find them right"]
+            if arms.model_family(plan, name, registry) == family:
+                return [f"the judge ({judge['model']}) is of the same model family ({family}) as an expert of the "
+                        f"{arm['name']} arm ({name}): it grades answers of its own kind, and tends to find them "
+                        "right"]
     return []

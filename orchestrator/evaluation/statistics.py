@@ -9,7 +9,8 @@ and whether a difference between two systems on the same items is real:
 - :func:`mcnemar_exact`, :func:`paired` — the exact test for two systems answering the same
   items (only the items where exactly one of them is right carry information);
 - :func:`effective_votes` — how many independent votes a panel of correlated experts is
-  worth (five copies of one model are one vote);
+  worth (five copies of one model are one vote), and :func:`effective_votes_interval` how
+  sure that number is (a jackknife over the items);
 - :func:`flip_rates` — how often a debate round turns right answers wrong and wrong ones right;
 - :func:`agreement_rate` — how much the experts agree with their own plurality;
 - :func:`position_bias` — whether reviewers of anonymised answers favour the first one shown.
@@ -187,10 +188,51 @@ def effective_votes(correct: Sequence[Sequence[bool]]) -> float:
         return 1.0
     pairs = list(combinations(range(experts), 2))
     rho = sum(_phi(correct[i], correct[j]) for i, j in pairs) / len(pairs)
+    return _kish(experts, rho)
+
+
+def _kish(experts: int, rho: float) -> float:
     denominator = 1 + (experts - 1) * rho
     if denominator <= 0:
         return float(experts)
     return max(1.0, min(float(experts), experts / denominator))
+
+
+def effective_votes_interval(correct: Sequence[Sequence[bool]], z: float = Z95) -> tuple[float, float] | None:
+    """A 95 % interval on :func:`effective_votes`: the mean pairwise phi r, its standard error
+    by the jackknife over the items (each left out in turn: the experts' answers to one item
+    are one unit, however they depend on each other), ``r ± z·se`` mapped through
+    ``n / (1 + (n - 1)·r)`` (decreasing in r) and clamped to [1, n] like the figure itself.
+    None with one expert or fewer than three items. Leaving one item out needs only the
+    counts without it, so this costs items x pairs, not a recomputation per item."""
+    experts = len(correct)
+    if experts < 2:
+        return None
+    items = len(correct[0])
+    if items < 3:
+        return None
+    pairs = list(combinations(range(experts), 2))
+    ones = [sum(1 for v in answers if v) for answers in correct]
+    both = {(i, j): sum(1 for u, v in zip(correct[i], correct[j], strict=True) if u and v) for i, j in pairs}
+
+    def mean_phi(n: int, one: Sequence[int], joint: dict[tuple[int, int], int]) -> float:
+        total = 0.0
+        for i, j in pairs:
+            spread = one[i] * (n - one[i]) * one[j] * (n - one[j])
+            if spread:
+                total += max(-1.0, min(1.0, (n * joint[i, j] - one[i] * one[j]) / math.sqrt(spread)))
+        return total / len(pairs)
+
+    left_out = []
+    for k in range(items):
+        here = [answers[k] for answers in correct]
+        one = [ones[e] - here[e] for e in range(experts)]
+        joint = {(i, j): both[i, j] - (here[i] and here[j]) for i, j in pairs}
+        left_out.append(mean_phi(items - 1, one, joint))
+    centre = math.fsum(left_out) / items
+    se = math.sqrt((items - 1) / items * math.fsum((r - centre) ** 2 for r in left_out))
+    rho = mean_phi(items, ones, both)
+    return _kish(experts, rho + z * se), _kish(experts, rho - z * se)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
 """Plain-text tables for the terminal, and the few number formats the report prints.
 
 A table fits in :data:`WIDTH` columns whatever its data: the first column (an arm's name)
-gives way, cut with ``~``, so a long name never breaks the layout of ``conclave eval``.
+gives way, cut with ``~``, so a long name never breaks the layout of ``conclave eval``, and a
+title longer than that (an eval's long name) wraps.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 WIDTH = 100
@@ -29,7 +31,7 @@ def grid(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], *, w
         return GAP.join(parts).rstrip()
 
     rule = "-" * min(width, sum(widths) + len(GAP) * (columns - 1))
-    return "\n".join([title, line(headers), rule, *(line(row) for row in rows)])
+    return "\n".join([textwrap.fill(title, width), line(headers), rule, *(line(row) for row in rows)])
 
 
 def percent(value: float | None) -> str:

@@ -17,7 +17,16 @@ The model, per item with ``options`` answers of which one is right:
   sqrt(correlation) and its own draw otherwise;
 - the panel answers the plurality; a tie among the top answers is broken uniformly at
   random (``tie="random"``: a tie between the right answer and k wrong ones is worth
-  1/(k+1)) or counted as lost (``tie="wrong"``).
+  1/(k+1)), counted as lost (``tie="wrong"``), or — the tally's own rule
+  (:func:`~orchestrator.deliberation.protocols.tally`), which a report uses — given to the
+  higher total confidence, a tie on that too drawn uniformly (``tie="confidence"``).
+
+The confidences are the simulated solver's: a right answer's ``low + width·u`` with
+:data:`~orchestrator.gateway.providers.offline.solver.RIGHT_CONFIDENCE`, a wrong one's with
+:data:`~orchestrator.gateway.providers.offline.solver.WRONG_CONFIDENCE`, u uniform and
+independent per expert, rounded to the verdict line's decimals. Informative, so the right
+answer wins most ties: with two options and four experts of skill 0.7 the tally is right
+≈ 0.90 of the time, against 0.78 when a tie is worth one half.
 
 How: for r right votes, what matters about the other votes is how they spread over the
 wrong answers: the largest count M and how many wrong answers reach it. Those numbers, over
@@ -27,15 +36,21 @@ answers (cached per n and b), whatever the skill.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Callable
 from fractions import Fraction
 from functools import cache
 
+from orchestrator.gateway.providers.offline.solver import RIGHT_CONFIDENCE, WRONG_CONFIDENCE
+from orchestrator.gateway.providers.offline.verdict_line import CONFIDENCE_DECIMALS
+
 #: How a tie for the plurality is settled: "random" (uniformly among the tied answers),
-#: "wrong" (a tie is never a right answer).
-TIES = ("random", "wrong")
+#: "wrong" (a tie is never a right answer), "confidence" (the tally's rule: the highest
+#: total confidence, then uniformly among those equal).
+TIES = ("random", "wrong", "confidence")
 
 #: Each table below is indexed ``[W][R]``: W votes spread uniformly over the wrong answers,
 #: R votes for the right one.
@@ -78,11 +93,71 @@ def _spreads(votes: int, buckets: int) -> tuple[dict[tuple[int, int], int], ...]
     return tuple(table)
 
 
-def _share(tie: str) -> Callable[[int], Fraction]:
-    """What a tie of the right answer with ``k`` wrong answers is worth."""
+def _share(tie: str) -> Callable[[int, int], Fraction]:
+    """What a tie of the right answer's ``r`` votes with ``k`` wrong answers of ``r`` votes
+    each is worth."""
     if tie == "random":
-        return lambda k: Fraction(1, k + 1)
-    return lambda k: Fraction(0)
+        return lambda r, k: Fraction(1, k + 1)
+    if tie == "confidence":
+        return _confidence_tie
+    return lambda r, k: Fraction(0)
+
+
+def _rounded_uniform(low: float, width: float) -> tuple[dict[int, int], int]:
+    """The distribution of ``round(low + width·u, CONFIDENCE_DECIMALS)`` for u uniform on
+    [0, 1), in units of the last decimal: ``({value: weight}, denominator)``, integers."""
+    scale = 10**CONFIDENCE_DECIMALS
+    lo, hi = Fraction(str(low)) * scale, (Fraction(str(low)) + Fraction(str(width))) * scale
+    if not 0 <= lo < hi <= scale:
+        raise ValueError(f"a confidence range must lie in [0, 1], got {low} + {width}")
+    found = {}
+    for value in range(math.floor(lo), math.ceil(hi) + 1):  # value/scale collects [value - ½, value + ½)
+        overlap = min(hi, Fraction(2 * value + 1, 2)) - max(lo, Fraction(2 * value - 1, 2))
+        if overlap > 0:
+            found[value] = overlap / (hi - lo)
+    denominator = math.lcm(*(p.denominator for p in found.values()))
+    return {v: int(p * denominator) for v, p in found.items()}, denominator
+
+
+@cache
+def _total_confidence(right: bool, votes: int) -> tuple[tuple[tuple[int, int], ...], int]:
+    """The distribution of the sum of ``votes`` independent rounded confidences of right
+    (or wrong) answers: ``(total, weight)`` pairs, totals ascending, and the denominator of
+    the weights (integers, so that large panels stay quick)."""
+    one, denominator = _rounded_uniform(*(RIGHT_CONFIDENCE if right else WRONG_CONFIDENCE))
+    if votes == 0:
+        return ((0, 1),), 1
+    fewer, _ = _total_confidence(right, votes - 1)  # cached: each size is one convolution
+    total: defaultdict[int, int] = defaultdict(int)
+    for t, p in fewer:
+        for v, q in one.items():
+            total[t + v] += p * q
+    return tuple(sorted(total.items())), denominator**votes
+
+
+@cache
+def _confidence_tie(votes: int, wrong: int) -> Fraction:
+    """The chance the right answer wins a tie of ``votes`` votes each with ``wrong`` wrong
+    answers under the tally's rule: its total confidence above every other's, and a share
+    1/(m + 1) of the draw when m of them equal it — given e = P[a wrong total equals it] and
+    l = P[it is below], sum over m of C(k, m)·e^m·l^(k-m)/(m + 1) = ((l + e)^(k+1) -
+    l^(k+1)) / ((k + 1)·e)."""
+    if votes == 0:  # nobody voted: the tally has no winner
+        return Fraction(0)
+    wrong_totals, d = _total_confidence(False, votes)
+    values = [t for t, _ in wrong_totals]
+    # below[i]: the weight of the wrong totals under values[i]
+    below = list(itertools.accumulate((w for _, w in wrong_totals), initial=0))
+    right_totals, d_right = _total_confidence(True, votes)
+    won = Fraction(0)
+    for t, p in right_totals:
+        i = bisect.bisect_left(values, t)
+        less = below[i]
+        equal = wrong_totals[i][1] if i < len(values) and values[i] == t else 0
+        share = (Fraction((less + equal) ** (wrong + 1) - less ** (wrong + 1), (wrong + 1) * equal) if equal
+                 else Fraction(less**wrong))
+        won += p * share
+    return won / (d_right * d**wrong)
 
 
 @cache
@@ -105,10 +180,10 @@ def _tables(votes: int, buckets: int, tie: str) -> tuple[_Table, _Table]:
             for (top, count), ways in spreads.items():
                 if top < right:
                     plain += ways
-                    tied += ways * worth(1)
+                    tied += ways * worth(right, 1)
                 elif top == right:
-                    plain += ways * worth(count)
-                    tied += ways * worth(count + 1)
+                    plain += ways * worth(right, count)
+                    tied += ways * worth(right, count + 1)
             row_won.append(plain / total)
             row_tied.append(tied / total)
         won.append(tuple(row_won))

@@ -46,9 +46,10 @@ class Fleet:
     app: Celery
 
 
-def start(role: Role) -> Fleet:
+def start(role: Role, logfile: str | None = None) -> Fleet:
     """The checked settings and the app of a ``role`` process, its logs and tracing set up;
-    or the end of the process, saying why (see the module docstring)."""
+    or the end of the process, saying why (see the module docstring). ``logfile``: where
+    the process was told to log (``--logfile``), warnings before Celery's logging included."""
     prog = f"conclave {role}"
     try:
         settings = Settings()
@@ -64,7 +65,7 @@ def start(role: Role) -> Fleet:
     silent = [p for p in (_broker_problem(app, settings), _database_problem(settings)) if p is not None]
     if silent:
         _refuse(prog, silent, 1, settings)
-    context_in_worker_logs(settings)
+    context_in_worker_logs(settings, logfile)
     tracing.setup(settings, service=f"conclave-{role}")
     return Fleet(settings, app)
 

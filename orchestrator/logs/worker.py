@@ -23,7 +23,7 @@ from typing import Any
 
 from orchestrator.core.settings import Settings
 from orchestrator.logs.context import bind, set_worker
-from orchestrator.logs.formats import WithContext, wants_json
+from orchestrator.logs.formats import FORMAT, WithContext, wants_json
 from orchestrator.logs.handlers import LogSetup
 
 log = logging.getLogger("orchestrator.worker")
@@ -32,12 +32,13 @@ _tasks: dict[tuple[str, int], ExitStack] = {}  # (task id, thread): the context 
 _quieted: list[bool] = []
 
 
-def context_in_worker_logs(settings: Settings) -> None:
-    """Worker and beat entry points, before Celery sets up logging (see the module docstring)."""
+def context_in_worker_logs(settings: Settings, logfile: str | None = None) -> None:
+    """Worker and beat entry points, before Celery sets up logging (see the module docstring).
+    ``logfile``: the worker's ``--logfile``, where its warnings go even before Celery logs."""
     from celery import signals
 
     setup = LogSetup.from_settings(settings)
-    early = _warnings_until_celery_logs(setup)
+    early = _warnings_until_celery_logs(setup, logfile)
 
     def dress(logger: logging.Logger | None = None, **_: Any) -> None:
         from celery.utils.log import get_multiprocessing_logger
@@ -73,14 +74,21 @@ def context_in_worker_logs(settings: Settings) -> None:
     signals.task_postrun.connect(_task_ended, weak=False, dispatch_uid="conclave.logs.task_ended")
 
 
-def _warnings_until_celery_logs(setup: LogSetup) -> logging.Handler | None:
-    """Celery warns before it sets up logging (running as root, say): with JSON on stderr,
-    a warning is a JSON line from the start, through a handler of its own until Celery's
+def _warnings_until_celery_logs(setup: LogSetup, logfile: str | None = None) -> logging.Handler | None:
+    """Celery warns before it sets up logging (running as root, say): with a ``logfile``
+    (``conclave worker --logfile worker.log &`` beside a live display) the warning goes to
+    that file like every later line, not over the terminal; else, with JSON on stderr, a
+    warning is a JSON line from the start, through a handler of its own until Celery's
     handlers exist."""
-    if not wants_json(setup.log_format, sys.__stderr__):
+    if logfile:
+        handler: logging.Handler = logging.FileHandler(logfile, encoding="utf-8", delay=True)
+        setup.dress(handler, logging.Formatter(FORMAT))
+        logging.captureWarnings(True)  # in text too: a warning is a line of the file, not raw stderr
+    elif not wants_json(setup.log_format, sys.__stderr__):
         return None
-    handler = logging.StreamHandler(sys.__stderr__)
-    setup.dress(handler, logging.Formatter())
+    else:
+        handler = logging.StreamHandler(sys.__stderr__)
+        setup.dress(handler, logging.Formatter())
     warnings = logging.getLogger("py.warnings")
     warnings.addHandler(handler)
     warnings.propagate = False

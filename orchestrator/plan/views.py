@@ -145,14 +145,16 @@ def early_stop_of(state: PlanState) -> dict[str, Any] | None:
 
 def decision_of(state: PlanState) -> dict[str, Any] | None:
     """The panel's decision as stored: the ``decision`` phase's tally, with the chair's stated
-    answer beside it (``chair``: the answer, and whether it matches); for a plan the chair
+    answer beside it (``chair``: the answer, whether it matches, and ``failed`` — the error —
+    when the chair failed on every model and the record is the result); for a plan the chair
     decides (``decide: chair``), the chair's verdict alone. None before there is one, and for
     plans that declare no answer."""
     tallied = next((ph.verdict for ph in state.phases if ph.kind == "decision" and ph.verdict), None)
     chair = next((ph for ph in state.phases if ph.meta.get("terminal") and ph.kind != "decision" and ph.verdict),
                  None)
     said = None if chair is None or chair.verdict is None else {
-        "phase": chair.key, "answer": chair.verdict.get("answer"), "matches": chair.verdict.get("matches_decision")}
+        "phase": chair.key, "answer": chair.verdict.get("answer"), "matches": chair.verdict.get("matches_decision"),
+        "failed": chair.verdict.get("chair_failed")}  # {code, message}: no model wrote it, the record stands in
     if tallied is not None:
         return {**tallied, "chair": said}
     if chair is None or chair.verdict is None:

@@ -59,6 +59,8 @@ def test_a_user_reads_an_evals_report_with_its_intervals_and_theory(
     for label, low, high, theory in intervals:
         assert (low, high) == pytest.approx(tuple(by_arm[label]["interval"]), abs=1e-3)
         assert theory is not None and float(theory) == pytest.approx(by_arm[label]["theory"]["accuracy"], abs=1e-3)
+    # the tables fit the window: a wide one scrolls in its box, the page never sideways
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     shot = tmp_path / "eval-page.png"
     page.screenshot(path=str(shot), full_page=True)
     if os.environ.get("EVAL_PAGE_SCREENSHOT"):

@@ -109,6 +109,10 @@ def test_a_user_watches_a_running_board_live(api: Any, workers: Any, settings: A
     page.wait_for_function(ROUND_ONE_SPEAKING, timeout=WAIT_MS)
     assert page.get_attribute("#phase-opening", "data-status") == "completed"
     assert page.text_content("#phase-opening [data-role=status]") == "completed"
+    # the answer's waiting line keeps count with the meeting, as refreshes arrive
+    page.wait_for_function("() => document.getElementById('answer-waiting').textContent.includes('1 of 7 phases') "
+                           "&& document.getElementById('overview').textContent.includes('1 of 7 done')",
+                           timeout=WAIT_MS)
     shot = tmp_path / "plan-page.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 20_000
@@ -276,7 +280,8 @@ def test_a_board_decided_by_vote_shows_each_verdict_and_the_decision_record(
     auth = {"Authorization": f"Bearer {acme}"}
     server = api(env={"CONCLAVE_AUTH": "tokens"})
     plan = yaml.safe_load(VOTE_EXAMPLE.read_text())
-    plan |= {"rounds": 1, "review": {"anonymize": True, "exclude_self": True}, "decide": "borda"}
+    plan |= {"rounds": 1, "review": {"anonymize": True, "exclude_self": True}}  # decide: vote, as the example
+    assert plan["decide"] == "vote"
     r = httpx.post(f"{server.url}/v1/plans", json=plan, headers=auth)
     assert r.status_code == 201, r.text
     plan_id = r.json()["plan_id"]
@@ -287,13 +292,13 @@ def test_a_board_decided_by_vote_shows_each_verdict_and_the_decision_record(
         time.sleep(0.3)
     assert view["status"] == "completed"
     decision = view["decision"]
-    assert decision["protocol"] == "borda" and decision["key"] in plan["answer"]["options"]
+    assert decision["protocol"] == "vote" and decision["key"] in plan["answer"]["options"]
 
     page = browser.new_context(viewport={"width": 1440, "height": 1400}).new_page()
     seen = PageLog(page)
     sign_in(page, server.url, f"/ui/plans/{plan_id}", acme)
     # the decision record, as stored: the winner, and one row per vote with the stored answer
-    assert page.get_attribute("#decision", "data-protocol") == "borda"
+    assert page.get_attribute("#decision", "data-protocol") == "vote"
     assert page.get_attribute("#decision", "data-answer") == decision["key"]
     rows = page.eval_on_selector_all("#decision .votes tbody tr",
                                      "rs => rs.map(r => [r.dataset.expert, r.querySelector('.answer').textContent])")
@@ -310,6 +315,14 @@ def test_a_board_decided_by_vote_shows_each_verdict_and_the_decision_record(
             assert shown == phase["verdict"]["answer"], phase["key"]
     assert page.get_attribute("[id='phase-decision'] .verdict", "data-answer") == decision["key"]
     assert "same model" in page.text_content("#overview .warning")
+    # the chair's closing verdict line reads as a sentence in the answer, not as JSON
+    final = next(p for p in view["phases"] if p["key"] == "final")["verdict"]
+    said = " ".join(page.text_content("#synthesis .verdict-line").split())
+    assert said.startswith(f"Verdict {final['answer']} · confidence {final['confidence']:.2f}"), said
+    assert '"answer"' not in page.text_content("#synthesis")
+    # the review round is named as one, not as a second round one
+    heads = page.eval_on_selector_all(".group-head", "hs => hs.map(h => h.textContent)")
+    assert heads == ["round 1 · 4 in parallel · 4 done", "reviews · round 1 · 4 in parallel · 4 done"], heads
     shot = tmp_path / "plan-page-decision.png"
     page.screenshot(path=str(shot), full_page=True)
     if os.environ.get("PLAN_PAGE_DECISION_SCREENSHOT"):

@@ -116,3 +116,28 @@ def test_beat_keeps_its_schedule_under_the_state_dir(settings: Any, tmp_path: Pa
     finally:
         terminate(proc)
     assert list(cwd.iterdir()) == []
+
+
+def test_a_worker_with_a_logfile_writes_nothing_on_the_terminal(settings: Any, tmp_path: Path) -> None:
+    """`conclave worker --logfile worker.log &` beside `conclave run`: what the worker says — the
+    warning Celery prints before it sets up logging (running as root) included — goes to the
+    file, never over the live display in the terminal they share."""
+    env = settings_env(settings)
+    for form in (["--logfile", "worker.log"], ["-f", "worker.log"], ["--logfile=worker.log"]):
+        cwd = tmp_path / form[0].strip("-").split("=")[0] / str(len(form))
+        cwd.mkdir(parents=True)
+        terminal = cwd.parent / f"terminal-{len(form)}.txt"  # the shell's stdout and stderr
+        with open(terminal, "wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "--pool", "solo", *form],
+                                    cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        log = cwd / "worker.log"
+        try:
+            deadline = time.monotonic() + 60
+            while " ready." not in (log.read_text() if log.exists() else ""):
+                assert proc.poll() is None and time.monotonic() < deadline, terminal.read_text()[-2000:]
+                time.sleep(0.2)
+        finally:
+            terminate(proc)
+        assert terminal.read_text() == "", terminal.read_text()[-2000:]
+        if os.geteuid() == 0:  # Celery warns a root worker before its logging exists: in the file too
+            assert "SecurityWarning" in log.read_text()

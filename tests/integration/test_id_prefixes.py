@@ -67,8 +67,12 @@ def test_an_exact_task_id_wins_over_a_prefix_and_short_refs_are_task_ids_only(db
     tasked = plans.resolve(db, "beefcafe", tenant="acme")
     assert tasked != TASKED and plans.get_plan(db, tasked).task_id == "beefcafe"
     assert plans.resolve(db, "beefcafe-5") == TASKED
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound) as short:
         plans.resolve(db, "abc")  # three digits: not a prefix, and no such task id
+    assert str(short.value) == "no plan with task_id 'abc' (an id prefix needs at least 4 characters)"
+    with pytest.raises(NotFound) as named:
+        plans.resolve(db, "nightly")  # a task id nobody gave: no word about prefixes
+    assert str(named.value) == "no plan with task_id 'nightly'"
 
 
 def test_the_read_side_names_the_field_and_the_candidates(db: Database) -> None:

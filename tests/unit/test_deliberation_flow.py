@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from orchestrator.api.ui.answer import decision_record
+from orchestrator.client.console import decision_lines, early_stop_line
 from orchestrator.core.errors import InvalidPlan
 from orchestrator.deliberation.verdicts import read_verdict
 from orchestrator.gateway.failures import ProviderUnavailable
@@ -137,7 +139,7 @@ def test_a_board_that_votes_stores_every_verdict_and_the_tally_of_them(planes: P
     assert final.verdict["answer"] == decision.verdict["answer"]
     seen = view(planes, plan_id)
     assert seen.decision == {**decision.verdict, "chair": {"phase": "final", "answer": decision.verdict["answer"],
-                                                           "matches": True}}
+                                                           "matches": True, "failed": None}}
     assert seen.phase("r1.dana").verdict == state.by_key()["r1.dana"].verdict
     assert seen.early_stop is None
     assert seen.warnings and "same model" in seen.warnings[0]  # every expert on the one offline model
@@ -193,7 +195,9 @@ def test_a_chair_that_contradicts_the_tally_is_flagged(testing_planes: Planes) -
     assert final["matches_decision"] is False and final["decision"] == decision["key"]
     assert final["answer"] != decision["answer"] and final["answer"] in OPTIONS
     chair = view(planes, plan_id).decision["chair"]
-    assert chair == {"phase": "final", "answer": final["answer"], "matches": False}
+    assert chair == {"phase": "final", "answer": final["answer"], "matches": False, "failed": None}
+    lines = [str(line) for line in decision_lines(view(planes, plan_id))]
+    assert f"✗ the chair's synthesis states {final['answer']!r}, not the tally's answer: flagged" in lines
 
 
 def test_a_verdict_that_cannot_be_read_in_any_way_is_an_abstention_not_a_crash(planes: Planes) -> None:
@@ -235,6 +239,9 @@ def test_a_panel_that_agrees_skips_the_remaining_rounds_and_says_what_that_saved
     early = view(planes, plan_id).early_stop
     assert early is not None and early["tokens_saved"] == skipped.data["tokens_saved"] > 0
     assert early["rounds"] == [2, 3] and early["after_round"] == 1 and early["phases"] == skipped.data["phases"]
+    # the line `conclave run` prints as it happens and `conclave status` prints after
+    said = str(early_stop_line(view(planes, plan_id)))
+    assert said == f"⏭ round(s) 2, 3 skipped: {early['reason']} (about {early['tokens_saved']:,} tokens saved)"
     decision = by_key["decision"].verdict
     assert decision == same(recomputed(planes, plan_id)) and decision is not None
     assert [v["phase"] for v in decision["votes"]] == ["r1.dana", "r1.ravi", "r1.sofia"]
@@ -243,7 +250,7 @@ def test_a_panel_that_agrees_skips_the_remaining_rounds_and_says_what_that_saved
     assert planes.outcomes["r2.dana"] == [None]  # its message came, and did nothing
 
     full = run(planes, board(rounds=3, models={"default": offline(stances=AGREE)}))  # the same, every round
-    assert view(planes, full).early_stop is None
+    assert view(planes, full).early_stop is None and early_stop_line(view(planes, full)) is None
     assert len(planes.usage(plan_id)) == 6 < len(planes.usage(full)) == 14
     assert view(planes, plan_id).usage.total_tokens < view(planes, full).usage.total_tokens
 
@@ -363,6 +370,14 @@ def test_a_tallied_team_whose_chair_fails_on_every_model_completes_with_the_deci
     result = planes.coordinator.reads.result_text(plan_id) or ""
     assert result.startswith(planes.text(plan_id, "decision") or "?")  # the decision, read aloud
     assert "could not write the synthesis: llm.unavailable" in result
+    # every reader is told the chair failed, not that it agreed: the view, the CLI, the page
+    seen = view(planes, plan_id)
+    assert seen.decision["chair"]["failed"]["code"] == "llm.unavailable"
+    lines = [str(line) for line in decision_lines(seen)]
+    assert "⚠ the chair failed on every model (llm.unavailable): the decision record is the result" in lines
+    assert not any("states the same answer" in line for line in lines)
+    shown = str(decision_record(seen))
+    assert "The chair failed on every model (<code>llm.unavailable</code>)" in shown and "same answer" not in shown
     # both models were tried, and what they cost is the phase's cost: the attempt completed it
     assert [(model, counted) for *_, model, counted in usage_of(planes, plan_id, "synthesis")] == [
         ("offline:broken", True), ("offline:also_broken", True)]

@@ -141,7 +141,9 @@ def test_the_tables_show_the_reports_figures() -> None:
     assert cell(parsed, "paired", "panel", "p_value") == f"{pair.table.p_value:.3g}"
     p = panel.panel
     assert cell(parsed, "panels", "panel", "lost") == f"{p.lost} of {p.present}"
-    assert cell(parsed, "panels", "panel", "effective_votes") == f"{p.effective_votes:.2f} (theory 3.00)"
+    low, high = p.effective_votes_interval or (0, 0)
+    assert cell(parsed, "panels", "panel", "effective_votes") == (
+        f"{p.effective_votes:.2f} [{low:.2f}-{high:.2f}] · theory 3.00 inside")
     (flips,) = p.flips
     assert cell(parsed, "flips", "panel", "right_to_wrong") == (
         f"{flips.pooled.right_to_wrong} of {flips.pooled.right_before}")
@@ -152,6 +154,18 @@ def test_the_tables_show_the_reports_figures() -> None:
     assert cell(parsed, "reviews", "panel", "observed") == "100.0 %"
     assert cell(parsed, "reviews", "panel", "self_first") == "—"  # the reviews excluded the reviewer's own answer
     assert parsed.having("title")[0]["text"] == "Eval page-test · Conclave"
+
+
+def test_dollars_are_columns_only_when_the_registry_priced_a_model() -> None:
+    unpriced = Parsed(eval_page(report(), viewer=None, auth=False))
+    assert not unpriced.having("td", data_figure="cost_per_item")  # no column of dashes
+    record = {"name": "priced", "arms": [{"name": "single", "kind": "single", "baseline": False, "experts": 1}]}
+    priced = build_report(record, [ItemOutcome(arm="single", item_id=f"q{i}", expected="A", answer="A",
+                                               correct=True, plan_id=f"p{i}", status="completed", tokens=100,
+                                               cost_usd=0.002) for i in range(4)])
+    parsed = Parsed(eval_page(priced, viewer=None, auth=False))
+    assert cell(parsed, "arms", "single", "cost_per_item") == "$0.002"
+    assert cell(parsed, "arms", "single", "cost_per_correct") == "$0.002"
 
 
 def test_an_arm_name_with_markup_is_escaped_everywhere() -> None:

@@ -89,3 +89,19 @@ def test_citations_become_links_where_they_are_written_and_nowhere_else() -> Non
     title = next(a for a in tree.named("a") if a.get("href") == "https://example.com")
     assert title["title"] == "[memo:2]"  # put back as text, never markup inside an attribute
     assert "\ue000" not in html and "\ufffd0\ufffd" in html  # a placeholder a model wrote is no citation
+
+
+def test_a_closing_verdict_line_reads_as_a_sentence_not_json() -> None:
+    text = ('Recommendation: keep the flat plan [r1.dana].\n\n'
+            'Verdict: {"answer": "Keep", "confidence": 0.8, "reason": "The panel\'s <b>vote</b> chose Keep."}\n')
+    tree = Tree(str(render(text, phases=["r1.dana"])))
+    assert "{" not in tree.text and '"answer"' not in tree.text
+    assert " ".join(tree.text.split()).endswith(
+        "Verdict Keep · confidence 0.80 — The panel's <b>vote</b> chose Keep.")  # a model's markup stays text
+    assert [a.get("class") for a in tree.named("p")] == [None, "verdict-line"]
+    assert {t for t, _ in tree.tags} <= {"p", "a", "span", "b"}
+    review = 'I rank them.\nVerdict: {"answer": "92", "confidence": 0.61, "reason": "", "ranking": ["B", "A"]}'
+    assert " ".join(Tree(str(render(review))).text.split()).endswith("Verdict 92 · confidence 0.61 · ranked B, A")
+    # a line that is not a verdict's JSON stays as written: an unreadable verdict is worth seeing
+    for kept in ('x\nVerdict: {"answer": "Keep", confidence: high', 'x\nVerdict: ["Keep"]', 'Verdict: {"a": 1}'):
+        assert "Verdict:" in Tree(str(render(kept))).text, kept

@@ -36,11 +36,17 @@ def answer_section(snap: PlanSnapshot, result: Text | None) -> Markup:
                  text=render(result.text, phases=result.phases, citations=result.citations, heading_base=1))
         ready = "true"
     else:
-        body = Markup('<div class="answer-head"><h2>Answer</h2></div>{decision}<p class="waiting">{why}</p>').format(
-            decision=decision_record(view), why=_waiting(snap))
+        body = Markup('<div class="answer-head"><h2>Answer</h2></div>{decision}{why}').format(
+            decision=decision_record(view), why=waiting_line(snap))
         ready = "false"
     return Markup('<section id="answer" class="answer" data-ready="{ready}">{body}</section>').format(
         ready=ready, body=body)
+
+
+def waiting_line(snap: PlanSnapshot) -> Markup:
+    """What the answer section says while there is no answer; a live refresh replaces it, so
+    its count of phases done keeps up with the meeting's."""
+    return Markup('<p class="waiting" id="answer-waiting">{}</p>').format(_waiting(snap))
 
 
 def _waiting(snap: PlanSnapshot) -> str:
@@ -59,7 +65,10 @@ def decision_record(view: PlanView) -> Markup:
         return Markup("")
     chair = d.get("chair") or {}
     said = Markup("")
-    if chair.get("matches") is False:
+    if chair.get("failed"):
+        said = Markup('<p class="warning" data-role="chair">The chair failed on every model (<code>{}</code>): '
+                      'the decision record is the result.</p>').format(chair["failed"].get("code"))
+    elif chair.get("matches") is False:
         said = Markup('<p class="error" data-role="chair">The chair\'s synthesis states <b>{}</b>, not the '
                       'tally\'s answer: flagged.</p>').format(chair.get("answer"))
     elif chair.get("matches"):

@@ -59,8 +59,9 @@ def _table(kind: str, title: str, headers: Sequence[str], rows: Sequence[tuple[s
         arm=arm, cells=join(Markup('<td data-figure="{k}">{v}</td>').format(k=k, v=v) for k, v in cells))
         for arm, cells in rows)
     hint = Markup('<p class="hint">{}</p>').format(note) if note else Markup("")
-    return Markup('<section class="report-part {kind}"><h2>{title}</h2>{hint}<table class="report">'
-                  '<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>').format(
+    return Markup('<section class="report-part {kind}"><h2>{title}</h2>{hint}<div class="report-scroll">'
+                  '<table class="report"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+                  '</section>').format(
         kind=kind, title=title, hint=hint, head=head, body=body)
 
 
@@ -78,6 +79,7 @@ def _dollars(value: float | None) -> str:
 
 
 def arms_table(arms: Sequence[ArmFigures]) -> Markup:
+    priced = any(a.cost_usd is not None for a in arms)  # dollars only where the registry prices a model
     rows = []
     for a in arms:
         name = Markup("{}{}").format(a.name, Markup(' <span class="label">baseline</span>') if a.spec.baseline else "")
@@ -94,12 +96,12 @@ def arms_table(arms: Sequence[ArmFigures]) -> Markup:
                               ("interval", pct_span(*a.interval)), ("theory", theory),
                               ("tokens_per_item", _tokens(a.tokens_per_item)),
                               ("tokens_per_correct", _tokens(a.tokens_per_correct)),
-                              ("cost_per_item", _dollars(a.cost_per_item)),
-                              ("cost_per_correct", _dollars(a.cost_per_correct)),
+                              *([("cost_per_item", _dollars(a.cost_per_item)),
+                                 ("cost_per_correct", _dollars(a.cost_per_correct))] if priced else []),
                               ("failed", count(a.failed))]))
     return _table("arms", "Arms", ["arm", "kind", "experts", "items", "correct", "accuracy", "95 % interval",
-                                   "theory", "tokens / item", "tokens / correct", "$ / item", "$ / correct",
-                                   "failed"], rows)
+                                   "theory", "tokens / item", "tokens / correct",
+                                   *(["$ / item", "$ / correct"] if priced else []), "failed"], rows)
 
 
 def plots(arms: Sequence[ArmFigures]) -> Markup:
@@ -142,18 +144,24 @@ def panels_table(arms: Sequence[ArmFigures]) -> Markup:
         p = a.panel
         if p is None:
             continue
-        theory = a.theory.effective_votes if a.theory else None
+        t = a.theory
         votes = "—" if p.effective_votes is None else f"{p.effective_votes:.2f}"
+        interval = p.effective_votes_interval
+        spread = "" if interval is None else f" [{interval[0]:.2f}-{interval[1]:.2f}]"
+        theory = Markup("") if t is None or t.effective_votes is None else Markup(" · theory {}{}").format(
+            f"{t.effective_votes:.2f}", Markup("") if t.effective_votes_within is None else
+            Markup(" {}").format(_within(t.effective_votes_within)))
         rows.append((a.name, [
             ("name", a.name), ("lost", f"{p.lost} of {p.present}"), ("lost_rate", pct(p.lost_rate)),
             ("agreement", pct(p.agreement)),
             ("rounds_used", f"{p.rounds_used:.2f} of {p.rounds_planned:.2f}"),
             ("early_stop_share", pct(p.early_stop_share)), ("tokens_saved", count(p.tokens_saved)),
-            ("effective_votes", Markup("{}{}").format(votes, "" if theory is None else f" (theory {theory:.2f})"))]))
+            ("effective_votes", Markup("{}{}{}").format(votes, spread, theory))]))
     return _table("panels", "Panels", ["arm", "lost / present", "lost", "agreement", "rounds used", "stopped early",
                                        "tokens saved", "effective votes"], rows,
                   "Lost: the right answer was given by some expert in some round, and the arm's answer is wrong. "
-                  "Effective votes: from the experts' round-1 correctness, n / (1 + (n - 1)·mean correlation).")
+                  "Effective votes: from the experts' round-1 correctness, n / (1 + (n - 1)·mean correlation), "
+                  "with its 95 % interval (a jackknife over the items).")
 
 
 def flips_table(arms: Sequence[ArmFigures]) -> Markup:

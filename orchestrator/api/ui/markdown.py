@@ -8,6 +8,11 @@ a link's URL passes markdown-it's ``validateLink`` (no ``javascript:``, ``vbscri
 rendered (the page loads nothing from elsewhere). Single line breaks are kept
 (``breaks``), as the experts write one point a line.
 
+A text that ends with a verdict line (``Verdict: {"answer": …, "confidence": …, "reason": …}``,
+the machine-readable line every expert and chair of a plan with an ``answer`` ends with) shows
+it as a sentence — the answer, its confidence, the reason (and a review's ranking) — not as
+JSON; the stored text keeps the line (copy and download give it as written).
+
 Citations are found before Markdown sees the text and stand in it as private-use
 placeholders, so no Markdown construct can split or swallow one: a phase citation
 (``[r1.dana]``) becomes a link to the phase's card, a briefing citation (``[memo:2]``, as
@@ -18,6 +23,7 @@ else (a code span, a link's URL or title) is put back as the text it stood for.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -39,9 +45,13 @@ _md.enable(["table", "strikethrough"]).disable(["image"])
 LINK_REL = "nofollow noopener noreferrer"
 
 
+_VERDICT_LINE = re.compile(r"\n?[ \t]*Verdict:[ \t]*(\{.*\})[ \t]*\s*\Z")
+
+
 def render(text: str, *, phases: Collection[str] = (), citations: Sequence[CitationView] = (),
            heading_base: int = 2) -> Markup:
     """``text`` (Markdown) as safe HTML; headings start at ``<h{heading_base + 1}>``."""
+    text, verdict = split_verdict(text)
     source, cites = _stand_in(text, phases, citations)
     tokens = _md.parse(source)
     for token in tokens:
@@ -50,7 +60,36 @@ def render(text: str, *, phases: Collection[str] = (), citations: Sequence[Citat
         if token.children:
             token.children = _cited(token.children, cites)
         _put_back(token, cites)
-    return Markup(_md.renderer.render(tokens, _md.options, {}))
+    html = Markup(_md.renderer.render(tokens, _md.options, {}))
+    return html + _verdict(verdict) if verdict is not None else html
+
+
+def split_verdict(text: str) -> tuple[str, dict[str, Any] | None]:
+    """``text`` without its final verdict line, and the line's JSON object; the text as it
+    is (and None) when it does not end with one that parses."""
+    found = _VERDICT_LINE.search(text)
+    if found is None:
+        return text, None
+    try:
+        data = json.loads(found.group(1))
+    except ValueError:
+        return text, None
+    if not isinstance(data, dict) or "answer" not in data:
+        return text, None
+    return text[:found.start()].rstrip(), data
+
+
+def _verdict(data: dict[str, Any]) -> Markup:
+    confidence = data.get("confidence")
+    sure = (Markup(" · confidence {}").format(f"{confidence:.2f}")
+            if isinstance(confidence, int | float) and not isinstance(confidence, bool) else Markup(""))
+    ranking = data.get("ranking")
+    ranked = (Markup(" · ranked {}").format(", ".join(str(r) for r in ranking))
+              if isinstance(ranking, list) and ranking else Markup(""))
+    reason = data.get("reason")
+    why = Markup(" — {}").format(reason) if isinstance(reason, str) and reason.strip() else Markup("")
+    return Markup('<p class="verdict-line"><span class="label">Verdict</span> <b>{answer}</b>{sure}{ranked}{why}'
+                  '</p>').format(answer=str(data.get("answer")), sure=sure, ranked=ranked, why=why)
 
 
 def _stand_in(text: str, phases: Collection[str],

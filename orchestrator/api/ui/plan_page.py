@@ -27,7 +27,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from orchestrator.api.ui.answer import answer_section
+from orchestrator.api.ui.answer import answer_section, waiting_line
 from orchestrator.api.ui.html import badge, count, join, moment, page, seconds
 from orchestrator.api.ui.markdown import render
 from orchestrator.api.ui.snapshot import PlanSnapshot, Text, Timing
@@ -60,8 +60,9 @@ def plan_page(snap: PlanSnapshot, result: Text | None, *, viewer: Principal | No
 
 
 def live_fragment(snap: PlanSnapshot) -> str:
-    """What a refresh replaces: the plan's status, the overview and the graph."""
-    return str(join([plan_status(snap.view), overview(snap), graph(snap)]))
+    """What a refresh replaces: the plan's status, the overview, the graph, and the answer's
+    waiting line (the answer itself is fetched once it is written)."""
+    return str(join([plan_status(snap.view), overview(snap), waiting_line(snap), graph(snap)]))
 
 
 def phase_text_fragment(text: Text) -> str:
@@ -165,8 +166,8 @@ def _level(n: int, phases: list[PhaseView], snap: PlanSnapshot, drawn: dict[str,
     kinds = {p.kind for p in phases}
     rounds = {p.round for p in phases}
     what = "phases" if len(kinds) > 1 else phases[0].kind.replace("_", " ") + "s"
-    if len(rounds) == 1 and phases[0].round is not None:
-        what = f"round {phases[0].round}"
+    if len(rounds) == 1 and phases[0].round is not None:  # a review round is named so, beside its round's turns
+        what = f"round {phases[0].round}" if kinds == {"turn"} else f"{what} · round {phases[0].round}"
     return Markup('<div class="level grouped" data-level="{n}"><p class="group-head">{what} · {count} in parallel · '
                   '{done} done</p><div class="group-cards">{cards}</div></div>').format(
         n=n, what=what, count=len(phases), done=done, cards=cards)
@@ -186,7 +187,7 @@ def card(phase: PhaseView, timing: Timing, *, terminal: bool = False, drawn: lis
         body = render(phase.summary) if phase.summary else Markup("")
         more = Markup('<button type="button" class="more" aria-expanded="false">Read the full text</button>') \
             if phase.status == PhaseStatus.COMPLETED else Markup("")
-    title = phase.expert or kind
+    title = phase.expert or phase.kind.replace("_", " ")  # its round is in the facts line below
     return Markup(
         '<article class="phase status-{status}{terminal}" id="phase-{key}" data-key="{key}" data-kind="{kindname}" '
         'data-status="{status}" data-attempt="{attempt}" data-deps="{deps}" data-drawn="{drawn}">'

@@ -32,6 +32,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(f"{PROTOCOLS}::test_a_tie_goes_to_the_higher_total_confidence",),
         why="a tie is drawn at random even when one answer was given with more confidence"),
     mutation(
+        "confidence-ties-decided-by-float-noise", "I52", "orchestrator/deliberation/protocols.py",
+        "    return float(sum((Decimal(repr(float(p))) for p in parts), Decimal(0)))\n",
+        "    return sum(parts, 0.0)\n",
+        tests=(f"{PROTOCOLS}::test_equal_decimal_totals_of_confidence_are_a_tie_for_the_draw",),
+        why="0.35 + 0.47 against 0.36 + 0.46 is won by a last-bit difference, not tied for the seeded draw"),
+    mutation(
         "chair-never-flagged", "I52", "orchestrator/plan/tally.py",
         '            stored["matches_decision"] = _matches(plan, decision.get("answer"), verdict.answer)\n',
         '            stored["matches_decision"] = True\n',

@@ -298,6 +298,18 @@ def test_confidences_are_added_up_the_same_in_any_order() -> None:
     assert len(records) == 1 and '"by": "draw"' in records.pop()[1]
 
 
+def test_equal_decimal_totals_of_confidence_are_a_tie_for_the_draw() -> None:
+    # 0.35 + 0.47 and 0.36 + 0.46 are both 0.82, but exactly rounded binary sums differ in the
+    # last bit (0.82 against 0.8200000000000001): that noise, not the seeded draw, chose Y
+    ballots = [ballot("A", "X", 0.35), ballot("B", "X", 0.47), ballot("C", "Y", 0.36), ballot("D", "Y", 0.46)]
+    d = tally("vote", XYZ, ballots, seed="plan-5")
+    assert {c.key: c.confidence for c in d.candidates if c.voters} == {"X": 0.82, "Y": 0.82}
+    assert d.tie_break is not None and d.tie_break["by"] == "draw"
+    # the draw is the seed's, not the listing's: another seed may pick the other
+    winners = {tally("vote", XYZ, ballots, seed=f"plan-{i}").key for i in range(20)}
+    assert winners == {"X", "Y"}
+
+
 def test_every_order_of_a_small_tied_panel_gives_one_winner() -> None:
     ballots = [ballot("A", "X", 0.5), ballot("B", "Y", 0.25), ballot("C", "Y", 0.25), ballot("D", "X")]
     keys = {tally("vote", XYZ, list(order), seed="plan-9").key for order in itertools.permutations(ballots)}

@@ -149,11 +149,33 @@ def test_self_consistency_is_sized_to_an_odd_number_of_samples() -> None:
     assert [arms.choose_samples(r) for r in ratios] == [3, 3, 3, 5, 5, 5, 7, 7, 23]
 
 
+CLAUDE = {"provider": "anthropic", "model": "claude-3-5-haiku-latest", "api_key_env": "ANTHROPIC_API_KEY"}
+GPT_MINI = {"provider": "openai", "model": "gpt-4o-mini", "api_key_env": "OPENAI_API_KEY"}
+
+
 def test_a_judge_on_an_expert_s_model_is_warned_about(tmp_path: Path) -> None:
     judged = resolve(write(tmp_path, base(scoring={"judge": {"model": "solver"}}))).warnings
     assert judged and "same model as an expert of the panel arm" in judged[0]
-    other = base(scoring={"judge": {"model": "grader"}}, models={"solver": SOLVER, "grader": {"provider": "offline"}})
+    other = base(scoring={"judge": {"model": "grader"}}, models={"solver": SOLVER, "grader": CLAUDE})
     assert resolve(write(tmp_path, other)).warnings == []
+
+
+def test_a_judge_of_an_expert_s_model_family_is_warned_about(tmp_path: Path) -> None:
+    # another model, another name, another provider, the same family: a judge grading its own kind
+    gpt = {"provider": "openai", "model": "gpt-4o", "api_key_env": "OPENAI_API_KEY"}
+    panel = {**PANEL, "experts": [{**e, "model": "mini"} for e in PANEL["experts"]]}
+    family = base(scoring={"judge": {"model": "grader"}}, models={"mini": GPT_MINI, "grader": gpt})
+    warned = resolve(write(tmp_path, family, panel)).warnings
+    assert warned == ["the judge (grader) is of the same model family (gpt) as an expert of the panel arm (mini): "
+                      "it grades answers of its own kind, and tends to find them right"]
+    # a registry name is read in the operator's registry when the caller has it, and only then
+    registered = base(scoring={"judge": {"model": "grader"}}, models={"mini": GPT_MINI})
+    assert resolve(write(tmp_path, registered, panel)).warnings == []
+    assert resolve(write(tmp_path, registered, panel), registry={"grader": gpt})
+    assert resolve(write(tmp_path, registered, panel), registry={"grader": CLAUDE}).warnings == []
+    assert arms.model_family({}, "x", {"x": {"provider": "openai", "model": "meta-llama/Llama-3.1-8B"}}) == "llama"
+    assert arms.model_family({}, "x", {"x": {"provider": "ollama", "model": "llama3.1:8b"}}) == "llama"
+    assert arms.model_family({"models": {"x": {"provider": "offline"}}}, "x") == "offline"
 
 
 def test_the_example_specs_resolve() -> None:

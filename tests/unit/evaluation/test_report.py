@@ -19,6 +19,7 @@ from orchestrator.evaluation.outcomes import ItemOutcome
 from orchestrator.evaluation.report import InvalidReportInput, Report, build_report
 from orchestrator.evaluation.statistics import Z95, position_bias, wilson_interval
 from orchestrator.evaluation.tables import WIDTH
+from orchestrator.evaluation.theory import plurality_accuracy
 
 EXPERTS = ("ada", "bo", "cy")
 
@@ -279,10 +280,11 @@ ARM_KEYS = {"name", "kind", "baseline", "experts", "items", "correct", "accuracy
             "cancelled", "panel", "theory"}
 PANEL_KEYS = {"items", "present", "lost", "lost_rate", "flips", "agreement", "rounds_used", "rounds_planned",
               "early_stopped", "early_stop_share", "tokens_saved", "tokens_saved_per_item", "effective_votes",
-              "effective_votes_experts", "effective_votes_items", "reviews"}
+              "effective_votes_experts", "effective_votes_items", "effective_votes_interval", "reviews"}
 FLIP_KEYS = {"right_to_wrong", "wrong_to_right", "right_before", "wrong_before", "right_to_wrong_rate",
              "wrong_to_right_rate"}
-THEORY_KEYS = {"simulation", "rule", "exact", "accuracy", "within", "effective_votes", "flips", "reviews"}
+THEORY_KEYS = {"simulation", "rule", "exact", "accuracy", "within", "effective_votes", "effective_votes_within",
+               "flips", "reviews"}
 
 
 def test_json_keys_are_the_documented_ones() -> None:
@@ -338,10 +340,15 @@ def test_the_table_has_one_row_per_arm_and_fits_in_100_columns() -> None:
     paired = next(line for line in lines if line.startswith("panel") and "single" in line and "+20.0" in line)
     assert paired.split() == ["panel", "single", "10", "5", "3", "1", "1", "+20.0", "0.625"]
     assert any(line.split()[:3] == ["panel", "1/9", "11.1"] for line in lines)
+    votes = panel_of(known(), "panel")
+    assert votes.effective_votes_interval is not None
+    low, high = votes.effective_votes_interval
+    assert any(line.split() == ["panel", "3", str(votes.effective_votes_items), f"{votes.effective_votes:.2f}",
+                                f"{low:.2f}-{high:.2f}", "-"] for line in lines)
     r_to_w = "-".join(f"{100 * x:.1f}" for x in panel_of(known(), "panel").flips[0].right_to_wrong_interval)
     assert any(line.split()[:5] == ["panel", "1->2", "1/15", "6.7", r_to_w] for line in lines)
     long = "a" * 150
-    text = build_report({"name": "x", "arms": [arm(long)]}, [outcome(long, 0, True)]).table()
+    text = build_report({"name": "x" * 60, "arms": [arm(long)]}, [outcome(long, 0, True)]).table()
     assert max(len(line) for line in text.splitlines()) <= WIDTH
     assert "a" * 20 + "~" in text
 
@@ -418,6 +425,7 @@ def test_a_simulated_position_bias_is_predicted_and_estimated(bias: float) -> No
     assert data["panel"]["reviews"]["position_bias"]["estimated_bias"] == pytest.approx(reviews.estimated_bias)
     text = report.table()
     assert f"{100 * panel.theory.reviews.first_rate:.1f} in" in text  # the theory printed beside the rate
+    assert max(len(line) for line in text.splitlines()) <= WIDTH  # every section, its title too
 
 
 def test_a_panel_deciding_by_another_rule_shows_plurality_for_reference_only() -> None:
@@ -430,6 +438,35 @@ def test_a_panel_deciding_by_another_rule_shows_plurality_for_reference_only() -
         assert theory is not None and theory.rule == "plurality" and theory.exact is exact, decide
     with pytest.raises(InvalidReportInput, match=r"arms\[0\]\.decide"):
         build_report({"name": "x", "arms": [{**arm("panel", simulation=sim), "decide": "coin"}]}, outcomes)
+
+
+def test_the_theory_of_a_panel_that_can_tie_is_the_tallys_rule() -> None:
+    # four experts on two options tie two against two a quarter of the time; the tally gives
+    # the tie to the surer side, which the simulated solver makes the right one most often
+    sim = {"skill": 0.7, "options": 2}
+    outcomes = [outcome("panel", i, i % 10 != 0) for i in range(300)] + [
+        outcome("sc", i, i % 10 != 0) for i in range(300)]
+    report = build_report({"name": "x", "arms": [arm("panel", experts=4, simulation=sim),
+                                                 arm("sc", "self_consistency", experts=4, simulation=sim)]}, outcomes)
+    for name in ("panel", "sc"):
+        theory = report.arm(name).theory
+        assert theory is not None and theory.exact
+        assert theory.accuracy == pytest.approx(plurality_accuracy(4, 0.7, 2, tie="confidence"))
+        assert theory.accuracy > plurality_accuracy(4, 0.7, 2) + 0.1  # a tie is worth far more than one half
+        assert theory.within  # 90 % measured
+
+
+def test_conformity_in_a_panel_that_can_tie_makes_the_theory_a_reference() -> None:
+    # a conforming expert takes the round's majority with ties by the answers' order, not by
+    # confidence: with four options (or an even panel) the later round's plurality has no
+    # closed form; on two options with an odd panel it is round one's, which has one
+    two_rounds = rounds_of([True, True, False], [True, True, True])
+    outcomes = [outcome("panel", i, True, rounds=two_rounds, rounds_planned=2) for i in range(20)]
+    for options, conformity, exact in ((4, 0.5, False), (2, 0.5, True), (4, 0.0, True)):
+        sim = {"skill": 0.7, "options": options, "conformity": conformity}
+        theory = build_report({"name": "x", "arms": [arm("panel", experts=3, simulation=sim)]},
+                              outcomes).arm("panel").theory
+        assert theory is not None and theory.exact is exact, (options, conformity)
 
 
 def test_dollars_per_item_and_per_correct_answer_when_every_call_was_priced() -> None:

@@ -17,6 +17,7 @@ from orchestrator.evaluation.statistics import (
     agreement_rate,
     clustered_interval,
     effective_votes,
+    effective_votes_interval,
     flip_rates,
     mcnemar_exact,
     paired,
@@ -158,6 +159,43 @@ def test_effective_votes_refuses_ragged_or_empty_panels() -> None:
         lambda items: st.lists(st.lists(st.booleans(), min_size=items, max_size=items), min_size=n, max_size=n))))
 def test_effective_votes_lie_between_one_and_the_panel_size(correct: list[list[bool]]) -> None:
     assert 1.0 <= effective_votes(correct) <= len(correct)
+
+
+@bounded(100)
+@given(st.integers(2, 6).flatmap(
+    lambda n: st.integers(3, 12).flatmap(
+        lambda items: st.lists(st.lists(st.booleans(), min_size=items, max_size=items), min_size=n, max_size=n))))
+def test_the_interval_of_effective_votes_holds_the_figure_within_one_and_the_panel(correct: list[list[bool]]) -> None:
+    interval = effective_votes_interval(correct)
+    assert interval is not None
+    low, high = interval
+    assert 1.0 <= low <= effective_votes(correct) <= high <= len(correct)
+
+
+def _one_factor(rng: random.Random, experts: int, items: int, skill: float, correlation: float) -> list[list[bool]]:
+    copy = math.sqrt(correlation)
+    rows = []
+    for _ in range(items):
+        shared = rng.random() < skill
+        rows.append([shared if rng.random() < copy else rng.random() < skill for _ in range(experts)])
+    return [[row[e] for row in rows] for e in range(experts)]
+
+
+def test_the_interval_of_effective_votes_covers_the_truth_about_as_often_as_it_says() -> None:
+    # five experts, correlation 0.3: n_eff = 5 / (1 + 4·0.3) = 2.27; 200 panels of 300 items
+    rng = random.Random(20_261_203)
+    truth = 5 / (1 + 4 * 0.3)
+    covered = 0
+    for _ in range(200):
+        interval = effective_votes_interval(_one_factor(rng, 5, 300, 0.7, 0.3))
+        assert interval is not None
+        covered += interval[0] <= truth <= interval[1]
+    assert 0.88 <= covered / 200 <= 0.99  # a 95 % interval: 190 expected, binomial sd about 3
+    # identical experts are one vote, and the items leave no doubt about it
+    same = [[i % 3 == 0 for i in range(50)]] * 4
+    assert effective_votes_interval(same) == (1.0, 1.0)
+    assert effective_votes_interval([[True, False, True]]) is None  # one expert
+    assert effective_votes_interval([[True, False], [False, True]]) is None  # two items
 
 
 # -- flips and agreement -----------------------------------------------------------------

@@ -295,9 +295,10 @@
     const t = document.createElement("template");
     t.innerHTML = html;
     const fresh = t.content;
-    for (const id of ["plan-status", "overview"]) {
+    for (const id of ["plan-status", "overview", "answer-waiting"]) {
       const node = fresh.getElementById(id);
-      if (node) document.getElementById(id).replaceWith(node);
+      const shown = document.getElementById(id); // the waiting line is gone once the answer is shown
+      if (node && shown) shown.replaceWith(node);
     }
     const graph = fresh.getElementById("graph");
     if (!graph) return;

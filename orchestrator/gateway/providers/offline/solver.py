@@ -46,6 +46,12 @@ from orchestrator.gateway.providers.offline.text import Dice, slug_of
 from orchestrator.gateway.providers.offline.verdict_line import Answer, AnswerSpec, majority
 
 MAX_EXPRESSION = 200  # characters of an expression the solver evaluates
+#: A confidence is ``low + width·u`` for the expert's seeded uniform u, ``(low, width)`` here:
+#: a right answer's in [0.6, 0.95], a wrong one's in [0.35, 0.75] (the verdict line rounds it
+#: to :data:`~.verdict_line.CONFIDENCE_DECIMALS`). Informative, so a tie of votes broken by
+#: total confidence (the tally's rule) favours the right answer; the theory counts on it.
+RIGHT_CONFIDENCE = (0.6, 0.35)
+WRONG_CONFIDENCE = (0.35, 0.4)
 OFFSETS = tuple(range(-10, 0)) + tuple(range(1, 11))  # how far a wrong number is off
 GUESS = "I can't work it out from the question"  # a text answer without a computable value
 
@@ -159,7 +165,8 @@ class Solver:
             return Solved(answer, 0.5, None)
         u = self._dice(who, "confidence").uniform()
         right = answer == self.right
-        return Solved(answer, 0.6 + 0.35 * u if right else 0.35 + 0.4 * u, right)
+        low, width = RIGHT_CONFIDENCE if right else WRONG_CONFIDENCE
+        return Solved(answer, low + width * u, right)
 
     def _wrong(self, dice: Dice) -> Answer:
         assert self.right is not None and self.value is not None

@@ -116,11 +116,15 @@ def tally(peers: Any, spec: AnswerSpec, answer: Answer) -> tuple[int, int]:
     return sum(1 for a in latest if a == answer), len(latest)
 
 
+#: The decimals of a confidence in the offline model's verdict line.
+CONFIDENCE_DECIMALS = 2
+
+
 def verdict_line(answer: Answer, confidence: float, reason: str, ranking: Sequence[Answer] = ()) -> str:
     """``Verdict: {"answer": …, "confidence": …, "reason": …}``, one line of JSON."""
     body: dict[str, Any] = {
         "answer": answer,
-        "confidence": round(min(1.0, max(0.0, confidence)), 2),
+        "confidence": round(min(1.0, max(0.0, confidence)), CONFIDENCE_DECIMALS),
         "reason": " ".join(reason.split()) or "It is my best reading of the question.",
     }
     if ranking:
