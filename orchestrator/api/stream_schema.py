@@ -40,6 +40,12 @@ class EventType(StrEnum):
     RETRY_REQUESTED = "retry_requested"
     RESUME_REQUESTED = "resume_requested"
     PLAN_UPDATED = "plan_updated"
+    INPUT_REQUESTED = "input_requested"
+    INPUT_RECEIVED = "input_received"
+    STEERED = "steered"
+    AWAITING_APPROVAL = "awaiting_approval"
+    SENT_BACK = "sent_back"
+    APPROVED = "approved"
     PLAN_FINISHED = "plan_finished"
 
 
