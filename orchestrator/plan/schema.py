@@ -246,8 +246,8 @@ class _PlanBase(_Strict):
             if e.respond_within is not None and not e.human:
                 raise _FieldError(f"{field}.respond_within", "only a person's seat has a deadline: add human: true "
                                                              "(a model's clocks are its model's settings)")
-            for name in MODEL_FIELDS:
-                if e.human and name in e.model_fields_set:
+            for name in MODEL_FIELDS:  # a default (a dumped plan's) is no setting
+                if e.human and getattr(e, name) != Expert.model_fields[name].get_default(call_default_factory=True):
                     raise _FieldError(f"{field}.{name}", f"a person's seat (human: true) runs no model: remove "
                                                          f"{name}")
 
