@@ -39,7 +39,7 @@ class TerminalPerson:
 
     def _console_line(self, prompt: str) -> str | None:
         try:
-            return self.console.input(prompt)
+            return self.console.input(escape(prompt))
         except EOFError:
             return None
 

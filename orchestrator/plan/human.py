@@ -13,7 +13,7 @@ from typing import Any
 
 from orchestrator.core.errors import InvalidPlan
 from orchestrator.plan.durations import format_duration
-from orchestrator.plan.prompts import build_request
+from orchestrator.plan.prompts import build_request, for_a_person
 from orchestrator.plan.schema import RESPOND_WITHIN_DEFAULT, BoardPlan, TeamPlan
 from storage import event_shapes
 from storage.event_shapes import NewEvent
@@ -53,11 +53,11 @@ def request(plan: BoardPlan | TeamPlan, phase: PhaseRecord, phases: Sequence[Pha
     inputs = [by_key[k] for k in phase.inputs if k in by_key]
     seconds = respond_within(phase, ceiling)
     due = now + timedelta(seconds=seconds)
-    asked = build_request(plan, phase, inputs, {}, notes)
+    asked = for_a_person(plan, phase, build_request(plan, phase, inputs, {}, notes))
     expert = plan.expert(phase.expert or "")
     event = event_shapes.input_requested(
         phase, attempt=phase.attempt + 1, role=expert.role, due_at=due.isoformat(), respond_within=seconds,
-        prompt=asked.prompt, inputs=[p.key for p in inputs if p.status == PhaseStatus.COMPLETED and
+        prompt=asked, inputs=[p.key for p in inputs if p.status == PhaseStatus.COMPLETED and
                                      p.kind != "divergence"], notes=len(notes))
     return due, event
 

@@ -115,6 +115,10 @@ REVIEW = (
     "your own answer (you may revise it). Speak for about 120 words."
 )
 REVIEW_RANKING = ' Add to your verdict "ranking": [{labels}] — every label once, best first.'
+SEAT_POSITION = (
+    "You are {name}, {role}, at this meeting in person. End with one line of its own that begins 'Position:' "
+    "followed by SUPPORT, OPPOSE or CONDITIONAL and your reason in a sentence, so the chair records your view."
+)
 STEERING = (
     "## Notes from the people running this meeting\n"
     "They were sent while the meeting ran (the latest last); take them into account:"
@@ -177,6 +181,16 @@ def build_request(plan: BoardPlan | TeamPlan, phase: PhaseRecord, inputs: Sequen
 def who(actor: Mapping[str, Any] | None) -> str:
     """A person as a prompt names them: an actor's name (the operator when none is recorded)."""
     return str((actor or {}).get("name") or "the operator")
+
+
+def for_a_person(plan: BoardPlan | TeamPlan, phase: PhaseRecord, request: ChatRequest) -> str:
+    """What a person's seat is asked: the words a model in the seat would be given, and — for
+    a turn that states a position — the line the model's instructions ask it to end with (a
+    person is not shown a model's instructions)."""
+    if phase.kind not in ("turn", "expert", "debate"):
+        return request.prompt
+    expert = plan.expert(phase.expert or "")
+    return f"{request.prompt}\n\n{SEAT_POSITION.format(name=expert.name, role=expert.role)}"
 
 
 def with_people(phase: PhaseRecord, request: ChatRequest, notes: Sequence[Mapping[str, Any]]) -> ChatRequest:

@@ -272,6 +272,8 @@ def render_every_phase() -> str:
     final = next(p for p in board_phases if p.key == "final")
     revised = record(human.revision(final, "Shorter, please.", {"id": "p1", "name": "Ada"}))
     steered = [*board_phases, revised]
+    seat = dataclasses.replace(board_phases[1], meta={"human": True})  # a person asked for their turn
+    out.append(prompts.for_a_person(b, seat, request_for(b, board_phases, seat.key)))
     out.append(prompts.build_request(b, revised, inputs_of(revised, steered),
                                      {p.id: text_of(p) for p in steered if p.status == "completed"},
                                      [{"n": 1, "note": "Mind the churn.", "by": {"id": "p1", "name": "Ada"}}]).prompt)

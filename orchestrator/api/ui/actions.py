@@ -67,7 +67,7 @@ def _html(text: str, status: int) -> HTMLResponse:
 
 
 def actions_router(settings: Settings, credentials: Credentials) -> APIRouter:
-    router = APIRouter(prefix="/ui", include_in_schema=False)
+    router = APIRouter(include_in_schema=False)  # under the UI's router, which is at /ui
     auth = credentials.required
 
     async def act(request: Request, plan_id: str, command: Command, done: str, *, limit: int = NOTE_FORM) -> Response:

@@ -255,6 +255,8 @@ def _took(phase: PhaseView, timing: Timing) -> Markup:
         shown = seconds(max(0.0, (timing.finished_at - timing.started_at).total_seconds()))
     elif timing.started_at and phase.status == PhaseStatus.RUNNING:
         shown, finished = "running", ""
+    elif timing.started_at and phase.status == PhaseStatus.AWAITING_INPUT:  # counted while the person thinks
+        shown, finished = "waiting", ""
     else:
         shown, started, finished = "not started", "", ""
     return Markup('<span class="took" data-started="{s}" data-finished="{f}">{shown}</span>').format(
