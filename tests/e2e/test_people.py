@@ -146,8 +146,8 @@ def test_a_seat_waits_holding_nothing_across_a_worker_kill_a_redis_flush_and_an_
 
 
 @pytest.mark.slow
-def test_approval_steering_and_answers_over_the_api_and_the_cli(api: Any, workers: Any, settings: Any,
-                                                                 tmp_path: Path) -> None:  # noqa: F811
+def test_approval_steering_and_answers_over_the_api_and_the_cli(api: Any, workers: Any, settings: Any,  # noqa: F811
+                                                                 tmp_path: Path) -> None:
     tokens = make_tokens(settings.database_url, ("founder", "acme", ["plans:read", "plans:write"]),
                          ("reader", "acme", ["plans:read"]))
     founder, reader = tokens["founder"][1], tokens["reader"][1]

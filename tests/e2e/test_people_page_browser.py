@@ -31,7 +31,6 @@ from tests.e2e.test_api import api  # noqa: F401  (api: the API server fixture)
 from tests.e2e.test_people import seated_board, status_of
 from tests.e2e.test_plan_page import cookie_of, make_tokens
 from tests.e2e.test_plan_page import sign_in as http_sign_in
-from tests.integration.durability import wait_for
 
 WAIT_MS = 60_000
 SEAT = '.seat[data-key="r1.you"]'
@@ -48,7 +47,7 @@ class OtherSite:
                 "<script>document.forms[0].submit()</script></body></html>").encode()
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802  (the stdlib's name)
+            def do_GET(self) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.end_headers()

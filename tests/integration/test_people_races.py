@@ -32,7 +32,7 @@ from storage.status import PhaseStatus, PlanStatus
 from tasks.lease import Lease
 from tasks.runner import PhaseRunner
 from tests.integration.durability import wait_for
-from tests.statement_gate import StatementGate, statement_gate
+from tests.statement_gate import statement_gate
 
 QUESTION = "Should Ledgerly move to usage-based pricing next quarter?"
 LOCK = "UPDATE plans SET updated_at%RETURNING plans.cancel_requested%"  # a finishing write's plan-row lock
