@@ -12,6 +12,7 @@ goes on.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -63,7 +64,7 @@ class TerminalPerson:
         return acted
 
     def _ask_seat(self, view: PlanView, seat: PhaseView) -> str | None:
-        due = f" · answer by {seat.due_at}" if seat.due_at else ""
+        due = f" · answer by {datetime.fromisoformat(seat.due_at):%Y-%m-%d %H:%M} UTC" if seat.due_at else ""
         self.console.print(Panel(Text(seat.asked or "(your turn)"), title=f"[bold yellow]Your turn, "
                                  f"{escape(seat.expert or '')}[/] · {escape(seat.key)}{escape(due)}",
                                  title_align="left", border_style="yellow"))
