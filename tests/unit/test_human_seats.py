@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 
 from orchestrator.core.errors import InvalidRequest, PhaseNotFound, PlanNotFound, SeatNotWaiting
+from orchestrator.plan import human
 from orchestrator.plan.canvas import Run, walk
 from orchestrator.plan.schema import dump_plan
 from storage import seats
 from storage.identity import Principal
+from storage.models import utcnow
 from storage.status import PhaseStatus, PlanStatus
 from tests.unit.planes import Planes
 from tests.unit.stored import example
@@ -61,6 +63,35 @@ def test_a_seat_is_asked_by_advance_holding_nothing_and_never_sent(planes: Plane
     planes.coordinator.advance(plan_id)
     assert len(events(planes, plan_id, "input_requested")) == 1
     assert planes.usage(plan_id) and all(u.phase_id != seat.id for u in planes.usage(plan_id))
+
+
+def test_a_stray_message_for_a_seat_is_refused_by_the_claim(planes: Planes) -> None:
+    plan_id = planes.coordinator.submit(board(YOU)).plan_id
+    [canvas] = planes.dispatcher.take()
+    planes.deliver(canvas.runs[0].phase_id, "opening", plan_id=plan_id)  # no advance yet: the seat is ready
+    seat = planes.state(plan_id).by_key()["r1.you"]
+    assert seat.status == PhaseStatus.PENDING
+    assert planes.deliver(seat.id, "r1.you", plan_id=plan_id) is None  # a worker never runs a seat
+    after = planes.state(plan_id).by_key()["r1.you"]
+    assert (after.status, after.attempt, after.lease_owner) == (PhaseStatus.PENDING, 0, None)
+    assert all(u.phase_id != seat.id for u in planes.usage(plan_id))
+    planes.coordinator.advance(plan_id)
+    assert planes.statuses(plan_id)["r1.you"] == PhaseStatus.AWAITING_INPUT  # advance asks it
+
+
+def test_two_advances_racing_ask_a_seat_once(planes: Planes) -> None:
+    plan_id = planes.coordinator.submit(board(YOU)).plan_id
+    [canvas] = planes.dispatcher.take()
+    planes.deliver(canvas.runs[0].phase_id, "opening", plan_id=plan_id)
+    state = planes.state(plan_id)
+    seat = state.by_key()["r1.you"]
+    due, event = human.request(example("board", rounds=1, experts=[{"name": "Dana", "role": "CFO"}, YOU]), seat,
+                               state.phases, [], now=utcnow(), ceiling=planes.settings.max_respond_within)
+    ask = seats.Ask(seat.id, due, event)
+    # both read the seat pending and ready; the conditional UPDATE lets one of them ask it
+    first, second = seats.ask(planes.db, plan_id, [ask]), seats.ask(planes.db, plan_id, [ask])
+    assert [e.type for e in first] == ["input_requested"] and second == ()
+    assert planes.state(plan_id).by_key()["r1.you"].attempt == 1
 
 
 def test_an_answer_is_stored_like_a_model_s_turn_and_the_plan_moves_on(planes: Planes) -> None:
@@ -145,6 +176,7 @@ def test_at_the_deadline_a_tolerant_meeting_notes_the_absence_once(planes: Plane
     assert planes.coordinator.expire_deadlines(now=seat.due_at - timedelta(seconds=1)) == {}  # not yet
     assert planes.coordinator.expire_deadlines(now=seat.due_at) == {plan_id: ["r1.you"]}
     assert planes.coordinator.expire_deadlines(now=seat.due_at + timedelta(hours=1)) == {}  # once
+    assert seats.expire(planes.db, plan_id, now=seat.due_at + timedelta(hours=1)).keys == []  # even if asked again
     ended = planes.state(plan_id).by_key()["r1.you"]
     assert (ended.status, ended.error_code) == (PhaseStatus.FAILED, seats.TIMED_OUT)
     assert ended.error_message == f"You did not answer by {seat.due_at:%Y-%m-%d %H:%M:%S} UTC"
