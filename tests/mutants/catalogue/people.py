@@ -48,7 +48,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "answer-not-fenced", "I67", "storage/seats.py",
         (Edit("or row.status != PhaseStatus.AWAITING_INPUT", "or False"),
-         Edit("Phase.attempt == row.attempt,\n                                Phase.status == PhaseStatus.AWAITING_INPUT)",
+         Edit("Phase.attempt == row.attempt,\n"
+              "                                Phase.status == PhaseStatus.AWAITING_INPUT)",
               "Phase.attempt == row.attempt)")),
         tests=(f"{SEATS}::test_the_same_key_is_told_the_stored_answer_and_another_key_is_refused",),
         why="a second answer overwrites the first"),
