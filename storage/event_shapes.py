@@ -154,17 +154,17 @@ def awaiting_approval(*, phase: str, revision: int, chars: int, summary: str) ->
     waits for a person to approve it or send it back; ``revision`` 0 for the first draft, 1 for the
     one written after a send-back."""
     return NewEvent("awaiting_approval", {"phase": phase, "revision": revision, "chars": chars,
-                                          "summary": summary}, phase)
+                                          "summary": summary})
 
 
 def approved(*, phase: str, revision: int, actor: dict[str, Any] | None) -> NewEvent:
     """A person approved the draft ``phase``: it is the plan's result (the plan completes with it)."""
-    return NewEvent("approved", {"phase": phase, "revision": revision, "actor": actor}, phase)
+    return NewEvent("approved", {"phase": phase, "revision": revision, "actor": actor})
 
 
 def sent_back(*, phase: str, revision: str, note: str, actor: dict[str, Any] | None) -> NewEvent:
     """A person sent the draft ``phase`` back with ``note``: ``revision`` is the phase that rewrites it."""
-    return NewEvent("sent_back", {"phase": phase, "revision": revision, "note": note, "actor": actor}, phase)
+    return NewEvent("sent_back", {"phase": phase, "revision": revision, "note": note, "actor": actor})
 
 
 def steered(*, n: int, note: str, actor: dict[str, Any] | None) -> NewEvent:

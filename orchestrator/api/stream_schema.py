@@ -59,7 +59,7 @@ class StoredEvent(BaseModel):
 
     id: int = Field(description="the stored event's id; increases along the plan's record")
     type: EventType
-    phase: str | None = Field(description="the phase it is about (`phase_*` events), else null")
+    phase: str | None = Field(description="the phase it is about (`phase_*` and `input_*` events), else null")
     data: dict[str, Any] = Field(description="one shape per type: the keys are listed in docs/api.md (Events)")
     created_at: datetime
 
