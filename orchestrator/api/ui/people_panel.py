@@ -45,9 +45,18 @@ def _action(view: PlanView, what: str) -> str:
     return f"/ui/plans/{quote(view.id, safe='')}/{what}"
 
 
+def awaits_a_person(view: PlanView) -> bool:
+    """The plan waits for a person now (a seat's answer, an approval): the panel comes first."""
+    return bool(view.awaiting) or view.status == PlanStatus.AWAITING_APPROVAL
+
+
 def people_section(snap: PlanSnapshot, *, can_act: bool, csrf: str) -> Markup:
-    """The panel, as the database has it now (rendered whole: the script swaps it)."""
+    """The panel, as the database has it now (rendered whole: the script swaps it); nothing
+    for a plan with no people, no approval and no notes that nobody may act on any more."""
     view = snap.view
+    involved = any(p.human for p in view.phases) or view.approval is not None or bool(view.notes)
+    if not involved and (view.final or not can_act):
+        return Markup("")
     parts = [_seat(view, p, can_act=can_act, csrf=csrf) for p in view.phases
              if p.status == PhaseStatus.AWAITING_INPUT]
     if view.approval is not None:

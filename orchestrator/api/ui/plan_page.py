@@ -30,6 +30,7 @@ from markupsafe import Markup
 from orchestrator.api.ui.answer import answer_section
 from orchestrator.api.ui.html import badge, count, join, moment, page, seconds
 from orchestrator.api.ui.markdown import render
+from orchestrator.api.ui.people_panel import awaits_a_person
 from orchestrator.api.ui.snapshot import PlanSnapshot, Text, Timing
 from orchestrator.plan.spending import BudgetView, dollars
 from orchestrator.plan.views import PhaseView, PlanView, UsageView
@@ -47,7 +48,7 @@ def plan_page(snap: PlanSnapshot, result: Text | None, *, viewer: Principal | No
         '<span id="live" class="live" hidden>live</span></div>'
         '<p class="plan-id">plan <code>{id}</code></p>'
         '<p id="notice" class="notice{done}" role="status"{hidden}>{notice}</p>'
-        '{people}{answer}'
+        '{first}{answer}{then}'
         '<section class="meeting"><h2>The meeting</h2>{overview}{graph}</section>'
         '<aside id="document" class="document" hidden aria-label="Briefing document"><header>'
         '<h2 class="doc-title"></h2>'
@@ -56,7 +57,8 @@ def plan_page(snap: PlanSnapshot, result: Text | None, *, viewer: Principal | No
         '</section>'
     ).format(id=view.id, after=snap.last_event_id, final=str(view.final).lower(), terminal=snap.terminal or "",
              title=view.title, status=plan_status(view), answer=answer_section(snap, result),
-             people=people if people is not None else Markup(""), notice=notice or "",
+             first=people if people is not None and awaits_a_person(view) else Markup(""),
+             then=people if people is not None and not awaits_a_person(view) else Markup(""), notice=notice or "",
              hidden=Markup("") if notice else Markup(" hidden"), done=" done" if notice else "",
              overview=overview(snap), graph=graph(snap))
     return page(view.title, body, viewer=viewer, auth=auth, script="plan.js")

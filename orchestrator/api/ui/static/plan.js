@@ -406,6 +406,10 @@
         if (twin) twin.value = area.value;
       }
       old.replaceWith(fresh);
+      // above the answer while the plan waits for a person, below it otherwise
+      const answer = document.getElementById("answer");
+      const waits = fresh.dataset.waiting !== "0" || fresh.dataset.approval === "awaiting";
+      if (waits) answer.before(fresh); else answer.after(fresh);
       if (focused) {
         const again = fresh.querySelector(`textarea[data-keep="${CSS.escape(focused)}"]`);
         if (again) again.focus();
