@@ -90,7 +90,8 @@ def test_embedded_run_asks_the_person_at_the_terminal_for_their_turns_and_their_
 
     db = connect(f"sqlite:///{tmp_path / '.conclave' / 'conclave.db'}")
     try:
-        [listed] = db.engine.connect().exec_driver_sql("SELECT id FROM plans").all()
+        with db.engine.connect() as c:  # closed before the next read: SQLite takes its lock per transaction
+            [listed] = c.exec_driver_sql("SELECT id FROM plans").all()
         state = plans.load_state(db, listed[0])
         assert state.plan.status == PlanStatus.COMPLETED
         by_key = state.by_key()
