@@ -126,3 +126,47 @@ def debate_inserted(*, check: str, topic: str | None, participants: Sequence[str
 def limit_reached(kind: str, *, limit: int, existing: int) -> NewEvent:
     """Phases of ``kind`` were not inserted: the plan already has ``limit`` groups."""
     return NewEvent(f"{kind}_limit_reached", {"limit": limit, "existing": existing})
+
+
+# ------------------------------------------------------------------ people at the table
+# (docs/api.md documents these shapes; webhooks deliver input_requested, awaiting_approval
+# and plan_finished by type, so their keys only ever grow)
+
+
+def input_requested(phase: _Phase, *, attempt: int, role: str, due_at: str, respond_within: int, prompt: str,
+                    inputs: Sequence[str], notes: int = 0) -> NewEvent:
+    """A person's seat is asked for its answer: ``due_at`` (ISO 8601, UTC) is when it ends by
+    the plan's ``missing_expert`` rule; ``prompt`` is what the person answers (what a model in
+    the seat would be asked); ``inputs`` are the phases to read first, in plan order
+    (``GET /v1/plans/{id}/phases/{key}/content``); ``notes``: steering notes given with it."""
+    return NewEvent("input_requested", {**_about(phase, attempt), "role": role, "due_at": due_at,
+                                        "respond_within": respond_within, "prompt": prompt,
+                                        "inputs": list(inputs), "notes": notes}, phase.key)
+
+
+def input_received(phase: _Phase, *, attempt: int, actor: dict[str, Any] | None, chars: int) -> NewEvent:
+    """A person answered their seat (``actor``: who, never a token; None with authentication off)."""
+    return NewEvent("input_received", {**_about(phase, attempt), "actor": actor, "chars": chars}, phase.key)
+
+
+def awaiting_approval(*, phase: str, revision: int, chars: int, summary: str) -> NewEvent:
+    """The plan's answer (``phase``: the synthesis or the board's final) is written as a draft and
+    waits for a person to approve it or send it back; ``revision`` 0 for the first draft, 1 for the
+    one written after a send-back."""
+    return NewEvent("awaiting_approval", {"phase": phase, "revision": revision, "chars": chars,
+                                          "summary": summary})
+
+
+def approved(*, phase: str, revision: int, actor: dict[str, Any] | None) -> NewEvent:
+    """A person approved the draft ``phase``: it is the plan's result (the plan completes with it)."""
+    return NewEvent("approved", {"phase": phase, "revision": revision, "actor": actor})
+
+
+def sent_back(*, phase: str, revision: str, note: str, actor: dict[str, Any] | None) -> NewEvent:
+    """A person sent the draft ``phase`` back with ``note``: ``revision`` is the phase that rewrites it."""
+    return NewEvent("sent_back", {"phase": phase, "revision": revision, "note": note, "actor": actor})
+
+
+def steered(*, n: int, note: str, actor: dict[str, Any] | None) -> NewEvent:
+    """The plan's ``n``-th steering note: every phase that starts after it is given it."""
+    return NewEvent("steered", {"n": n, "note": note, "actor": actor})

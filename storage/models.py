@@ -90,6 +90,9 @@ class Plan(Base):
     # immutable once stored (workers cache it parsed, by plan id).
     max_debates: Mapped[int] = mapped_column(Integer, default=0)
     labels: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
+    # notes people sent to steer the meeting (``storage.steering``), in order: each phase that
+    # starts later is given them, read by its claim in the same statement
+    notes: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list, server_default="[]")
     error_code: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
     resume_owner: Mapped[str | None] = mapped_column(String(64))
@@ -104,6 +107,7 @@ class Phase(Base):
     __table_args__ = (
         UniqueConstraint("plan_id", "key", name="uq_phases_plan_key"),
         Index("ix_phases_plan_status", "plan_id", "status"),
+        Index("ix_phases_status_due_at", "status", "due_at"),  # the deadline sweep (storage.seats)
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
@@ -124,6 +128,9 @@ class Phase(Base):
     lease_owner: Mapped[str | None] = mapped_column(String(120))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # a person's seat waiting for its answer (awaiting_input): when it ends by the plan's
+    # missing_expert rule if nobody answered (storage.seats)
+    due_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     retries_requested: Mapped[int] = mapped_column(Integer, default=0)
     summary: Mapped[str | None] = mapped_column(Text)
     truncated: Mapped[bool] = mapped_column(Boolean, default=False)

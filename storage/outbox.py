@@ -58,3 +58,11 @@ def append_event(db: Database, plan_id: str, event: NewEvent) -> EventRecord:
         outbox = Outbox(s, plan_id)
         outbox.append(event)
         return outbox.records()[0]
+
+
+def last_of_type(db: Database, plan_id: str, event_type: str) -> EventRecord | None:
+    """The plan's latest stored event of ``event_type`` (``ix_events_plan_id_id``), or None."""
+    with db.transaction() as s:
+        row = s.scalar(select(Event).where(Event.plan_id == plan_id, Event.type == event_type)
+                       .order_by(Event.id.desc()).limit(1))
+        return snapshot(EventRecord, row) if row is not None else None

@@ -327,7 +327,8 @@ def fail_phase(db: Database, *, plan_id: str, phase_id: str, attempt: int, code:
 
 
 def skip_phases(db: Database, plan_id: str, skips: Mapping[str, Sequence[str]]) -> tuple[EventRecord, ...]:
-    """Skip pending phases that can never run (``{reason: keys}``), under the plan's
+    """Skip pending phases (and people's seats still waiting) that can never run now
+    (``{reason: keys}``), under the plan's
     lock (so progress counted by concurrent completions stays exact). Returns the events
     it stored, one per reason that skipped something: an event names only the phases it
     skipped (a key given that was no longer pending — run meanwhile, or skipped already — is
@@ -342,7 +343,7 @@ def skip_phases(db: Database, plan_id: str, skips: Mapping[str, Sequence[str]]) 
         for reason, keys in skips.items():
             skipped = set(s.scalars(
                 update(Phase).where(Phase.plan_id == plan_id, Phase.key.in_(list(keys)),
-                                    Phase.status == PhaseStatus.PENDING)
+                                    Phase.status.in_((PhaseStatus.PENDING, PhaseStatus.AWAITING_INPUT)))
                 .values(status=PhaseStatus.SKIPPED, finished_at=now, error_message=reason, enqueued_at=None)
                 .returning(Phase.key).execution_options(synchronize_session=False)))
             if skipped:

@@ -229,9 +229,12 @@ PLAN_LOCK = {"key_share": True}
 
 
 def request_cancel(db: Database, plan_id: str, actor: Principal | None = None) -> Cancelled:
-    """Set the stored cancel flag and cancel every pending phase. Returns their keys.
+    """Set the stored cancel flag and cancel every pending phase and every person's seat
+    still waiting for its answer. Returns their keys.
 
-    Running phases notice the flag at their next safe point (heartbeat, completion).
+    Running phases notice the flag at their next safe point (heartbeat, completion). A plan
+    waiting for approval ends cancelled here, under the same row lock as an approval: one of
+    the two wins, never both.
     ``actor`` (who asked) is recorded on the ``cancel_requested`` event.
     """
     with db.transaction() as s:
@@ -243,11 +246,17 @@ def request_cancel(db: Database, plan_id: str, actor: Principal | None = None) -
         now = utcnow()
         plan.cancel_requested = True
         plan.updated_at = now
-        keys = list(s.scalars(select(Phase.key).where(Phase.plan_id == plan_id, Phase.status == PhaseStatus.PENDING)))
-        s.execute(update(Phase).where(Phase.plan_id == plan_id, Phase.status == PhaseStatus.PENDING)
+        waiting = Phase.status.in_((PhaseStatus.PENDING, PhaseStatus.AWAITING_INPUT))  # a seat asked: it ends too
+        keys = list(s.scalars(select(Phase.key).where(Phase.plan_id == plan_id, waiting).order_by(Phase.position)))
+        s.execute(update(Phase).where(Phase.plan_id == plan_id, waiting)
                   .values(status=PhaseStatus.CANCELLED, finished_at=now, enqueued_at=None))
         outbox = Outbox(s, plan_id)
         outbox.append(event_shapes.cancel_requested(keys, actor=actor.audit() if actor else None))
+        if plan.status == PlanStatus.AWAITING_APPROVAL:  # nothing runs: its draft is never approved
+            plan.status, plan.finished_at = PlanStatus.CANCELLED, now
+            plan.error_code, plan.error_message = "plan.cancelled", "the plan was cancelled"
+            outbox.append(event_shapes.plan_finished(PlanStatus.CANCELLED, error_code=plan.error_code,
+                                                     error=plan.error_message))
         return Cancelled(keys, outbox.records())
 
 
@@ -304,7 +313,7 @@ def reopen(db: Database, plan_id: str, *, retry_failed: bool, actor: Principal |
                 if ph.status == PhaseStatus.FAILED:
                     ph.retries_requested += 1
                 ph.status, ph.error_code, ph.error_message = PhaseStatus.PENDING, None, None
-                ph.finished_at = ph.enqueued_at = None
+                ph.finished_at = ph.enqueued_at = ph.due_at = None  # a seat nobody answered is asked again
                 reset.append(ph.key)
             if reset:
                 outbox.append(event_shapes.retry_requested(reset))
@@ -346,8 +355,9 @@ def stalled_plan_ids(db: Database, *, now: datetime, requeue_after: timedelta, l
       before ``requeue_after`` ago — and neither claimed nor marked enqueued since then
       (its message was lost). A phase sent in a big canvas waits, marked, for its inputs
       without looking lost: it is ready only once they are final;
-    - no stored progress for ``requeue_after`` and nothing running on a live lease
-      (a lost chord body: every phase final, or blocked, and no ``advance`` came).
+    - no stored progress for ``requeue_after``, nothing running on a live lease and no
+      person's seat waiting for its answer (a lost chord body: every phase final, or blocked,
+      and no ``advance`` came).
     """
     cutoff = now - requeue_after
     with db.transaction() as s:
@@ -359,8 +369,10 @@ def stalled_plan_ids(db: Database, *, now: datetime, requeue_after: timedelta, l
                 .where(Phase.plan_id == Plan.id, Phase.status == PhaseStatus.PENDING,
                        or_(Phase.enqueued_at.is_(None), Phase.enqueued_at < cutoff),
                        db.sql.ready_since_cutoff(cutoff)))
-        alive = (select(Phase.id).where(Phase.plan_id == Plan.id, Phase.status == PhaseStatus.RUNNING,
-                                        Phase.lease_expires_at >= now).exists())
+        # a seat waiting for a person is progress nobody owes: its plan is not re-derived every pass
+        alive = (select(Phase.id).where(Phase.plan_id == Plan.id,
+                                        or_((Phase.status == PhaseStatus.RUNNING) & (Phase.lease_expires_at >= now),
+                                            Phase.status == PhaseStatus.AWAITING_INPUT)).exists())
         q = (select(Plan.id).where(Plan.status == PlanStatus.RUNNING)
              .where(or_(Plan.id.in_(expired), Plan.id.in_(lost), (Plan.updated_at < cutoff) & ~alive))
              .order_by(Plan.updated_at).limit(limit))

@@ -33,6 +33,7 @@ class PlanRecord:
     updated_at: datetime
     finished_at: datetime | None
     labels: list[str] = dataclasses.field(default_factory=list)
+    notes: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # steering notes (storage.steering)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", PlanStatus(self.status))
@@ -68,6 +69,7 @@ class PhaseRecord:
     started_at: datetime | None
     finished_at: datetime | None
     verdict: dict[str, Any] | None = None  # see storage.models.Phase.verdict
+    due_at: datetime | None = None  # a person's seat: when it ends unanswered (storage.seats)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", PhaseStatus(self.status))
@@ -75,6 +77,11 @@ class PhaseRecord:
     @property
     def final(self) -> bool:
         return self.status in PHASE_FINAL
+
+    @property
+    def human(self) -> bool:
+        """A person's seat: a person answers it, never a worker (``storage.seats``)."""
+        return bool(self.meta.get("human"))
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,13 @@ so rows written before these enums existed read back unchanged, and JSON shows t
 plain value).
 
 - phase: ``pending → running → completed | failed``; ``pending | running → cancelled``;
-  ``skipped`` when a dependency failed. Final: completed, failed, cancelled, skipped.
-- plan: ``running → completed | failed | cancelled | budget_exhausted``.
+  ``skipped`` when a dependency failed. A person's seat (``meta.human``) is never run by a
+  worker: ``pending → awaiting_input`` when it is ready (the coordinator's advance), then
+  ``→ completed`` by the person's answer, ``→ failed`` (``input.timed_out``) at its deadline,
+  or ``→ cancelled``. Final: completed, failed, cancelled, skipped.
+- plan: ``running → completed | failed | cancelled | budget_exhausted``; a plan whose answer
+  needs a person's approval ``running → awaiting_approval`` once its draft is written, then
+  ``→ completed`` (approved), ``→ running`` (sent back once, for a revision) or ``→ cancelled``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ class PhaseStatus(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     SKIPPED = "skipped"
+    AWAITING_INPUT = "awaiting_input"  # a person's seat, asked: no lease, no worker, no message
 
     @property
     def final(self) -> bool:
@@ -33,6 +39,7 @@ class PlanStatus(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     BUDGET_EXHAUSTED = "budget_exhausted"
+    AWAITING_APPROVAL = "awaiting_approval"  # its draft is written; a person approves or sends it back
 
     @property
     def final(self) -> bool:

@@ -33,15 +33,19 @@ def month_start(now: datetime) -> datetime:
     return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
+#: a plan not finished: running, or waiting for its draft's approval (it spent, and may spend again)
+UNFINISHED = (PlanStatus.RUNNING, PlanStatus.AWAITING_APPROVAL)
+
+
 def month_of(now: datetime) -> str:
     return f"{now.year:04d}-{now.month:02d}"
 
 
 def spent_this_month(tenant: str, since: datetime) -> Any:
     """The tenant's US dollars on record since ``since`` (the month's start), as a scalar
-    subquery: the usage rows of its plans that could have spent since then (running, or
-    finished since), so its cost does not grow with the tenant's history."""
-    live = or_(Plan.status == PlanStatus.RUNNING, Plan.finished_at >= since)
+    subquery: the usage rows of its plans that could have spent since then (running or waiting
+    for approval, or finished since), so its cost does not grow with the tenant's history."""
+    live = or_(Plan.status.in_(UNFINISHED), Plan.finished_at >= since)
     return (select(func.coalesce(func.sum(UsageRow.cost_usd), 0.0))
             .join(Plan, Plan.id == UsageRow.plan_id)
             .where(Plan.tenant == tenant, live, UsageRow.created_at >= since)
@@ -80,7 +84,7 @@ def admit(s: Any, dialect: str, tenant: str, *, max_active: int, submit_rate: in
             raise RateLimited(f"tenant {tenant!r} submitted {recent} plans in the last minute, the limit is "
                               f"{submit_rate} (CONCLAVE_SUBMIT_RATE); retry in {retry_after}s", retry_after)
     active = s.scalar(select(func.count()).select_from(Plan).where(Plan.tenant == tenant,
-                                                                    Plan.status == "running")) or 0
+                                                                    Plan.status.in_(UNFINISHED))) or 0
     if active >= max_active:
         raise CapacityExceeded(f"{active} plans are active, the limit is {max_active} per tenant "
                                f"(tenant {tenant!r}; CONCLAVE_MAX_ACTIVE_PLANS)")

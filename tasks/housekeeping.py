@@ -13,6 +13,11 @@ worker to tick takes over — within one interval, whoever died; a worker that s
 without dying (SIGSTOP, a long pause) loses it once its transaction has sat idle for
 ``stalled_after`` (twice the lease, at least three intervals).
 
+Before taking the lock, every worker's tick ends the people's seats whose deadline passed
+(:meth:`~orchestrator.control.coordinator.Coordinator.expire_deadlines`): a conditional UPDATE
+fires each deadline exactly once whichever workers sweep at the same moment, so this needs no
+lock and survives any worker's death.
+
 ``conclave beat`` stays optional and harmless beside it: its ``conclave.reconcile`` task
 sweeps through the same lock. The worker starts its housekeeper when it is ready
 (:func:`tasks.runtime.start_housekeeping`).
@@ -45,8 +50,11 @@ class Housekeeper:
         self._thread: threading.Thread | None = None
 
     def sweep(self) -> bool:
-        """One pass of the reconciler (and retention, when due) if no other process is in
-        one. True when this process swept."""
+        """End the people's seats past their deadline (every worker, every tick: a conditional
+        UPDATE fires each deadline once, so no lock is needed and no worker is special), then
+        one pass of the reconciler (and retention, when due) if no other process is in one.
+        True when this process swept."""
+        self.coordinator.expire_deadlines()
         with locks.exclusive(self.db, LOCK, stalled_after=self.stalled_after) as mine:
             if not mine:
                 recorder().swept("skipped")

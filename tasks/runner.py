@@ -107,7 +107,7 @@ class PhaseRunner:
                 plan = self.specs.get(claimed.phase.plan_id)
         publish_events(self.bus, claimed.phase.plan_id, [claimed.event])
         return PhaseWork(plan, claimed.phase.plan_id, claimed.phase, claimed.phase.attempt, claimed.inputs,
-                         claimed.texts)
+                         claimed.texts, claimed.notes)
 
     def execute(self, work: PhaseWork, lease: Lease) -> Outcome:
         """Run a claimed phase to its stored end. A model error or a bug fails the phase
@@ -235,7 +235,7 @@ class PhaseRunner:
         :class:`~tasks.briefer.Briefer`; none without a briefing)."""
         expert = work.plan.expert(work.phase.expert or "")
         spec = self.model_spec(work.plan, model or expert.model)
-        request = build_request(work.plan, work.phase, work.inputs, work.texts)
+        request = build_request(work.plan, work.phase, work.inputs, work.texts, work.notes)
         return spec, self.briefer.brief(work.plan, work.phase, work.texts, spec, request)
 
     def model_spec(self, plan: BoardPlan | TeamPlan, name: str) -> ModelSpec:

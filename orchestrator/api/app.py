@@ -25,6 +25,7 @@ from orchestrator.api.eval_routes import evals_router
 from orchestrator.api.events import EventStreams
 from orchestrator.api.feed import open_feed
 from orchestrator.api.ops import router as ops_router
+from orchestrator.api.people_routes import people_router
 from orchestrator.api.plan_routes import plans_router
 from orchestrator.api.schemas import install_openapi
 from orchestrator.api.ui import ui_router
@@ -75,6 +76,7 @@ def create_app(settings: Settings, *, local: LocalBackend | None = None) -> Fast
     app.add_middleware(Authenticate, settings=settings)
     app.add_middleware(CatchAll)  # added last: outermost
     app.include_router(plans_router(settings))
+    app.include_router(people_router())
     app.include_router(evals_router())
     app.include_router(ops_router)
     app.include_router(ui_router(settings))

@@ -11,7 +11,8 @@ tenant, nothing recorded as an actor.
 
 A browser has a session cookie instead (:mod:`orchestrator.api.session`, opened at
 ``/ui/login``), accepted on GET and HEAD only, and only when the request carries no
-``Authorization``. :class:`Credentials` is what every check goes through: the
+``Authorization`` — and by the plan page's form posts under ``/ui`` only together with the
+session's form token (:meth:`Credentials.form_principal`). :class:`Credentials` is what every check goes through: the
 middleware's, and the plan page's (:mod:`orchestrator.api.ui`).
 
 :func:`require` is each route's dependency: 403 when the principal lacks the route's
@@ -96,6 +97,25 @@ class Credentials:
                 return principals.authenticate(local.db, token)
 
         return await run_in_threadpool(lookup)
+
+    async def form_principal(self, scope: Scope, given: str | None) -> Principal:
+        """The principal of a form post from the plan page: a valid session cookie AND that
+        session's form token (:func:`orchestrator.api.session.form_token`) in the form. The
+        cookie alone authorizes nothing: :class:`Forbidden` without the token, or with another
+        session's; :class:`Unauthorized` without a live session."""
+        cookie = session.read(scope)
+        claim = session.decode(cookie) if cookie is not None else None
+        if claim is None:
+            raise Unauthorized("sign in to act on a plan: /ui/login",
+                               details=[{"field": "Cookie", "message": "no session"}])
+        principal = await self.session_principal(scope["app"], cookie or "")
+        if principal is None:
+            raise Unauthorized("the session has expired or its token was revoked: sign in again at /ui/login",
+                               details=[{"field": "Cookie", "message": "session expired or revoked"}])
+        if not session.form_token_matches(claim, given):
+            raise Forbidden("this form was not sent from a page of this session: reload the plan page and try again",
+                            details=[{"field": "csrf", "message": "missing or not this session's form token"}])
+        return principal
 
     def open_session(self, token: str, principal: Principal) -> str:
         """A session cookie's value for the holder of ``token`` (already checked: it is

@@ -16,7 +16,10 @@ SHA-256 the database keeps of that token. So the cookie
   sends it), ``Secure`` when the request came over https, ``Path=/`` (the page's
   ``EventSource`` and fetches go to ``/v1``);
 - authenticates only safe requests (GET, HEAD: :data:`SAFE_METHODS`), so it can never
-  submit, patch, resume or cancel — a mutating route still needs ``Authorization``.
+  submit, patch, resume or cancel — a mutating route still needs ``Authorization``. The plan
+  page's forms (answer, approve, send back, steer, cancel, resume) post to ``/ui`` with the
+  session's form token (:func:`form_token`) as well, which only a page this API rendered for
+  that session holds: the cookie alone authorizes no change (``orchestrator.api.ui.actions``).
 
 This module is the format only; :class:`orchestrator.api.auth.Credentials` checks a
 cookie against the database.
@@ -24,6 +27,8 @@ cookie against the database.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
 import time
 from dataclasses import dataclass
@@ -93,3 +98,17 @@ def set_cookie(value: str, *, max_age: int, secure: bool) -> str:
 def clear_cookie(*, secure: bool) -> str:
     """The ``Set-Cookie`` header value that ends one (the browser drops the cookie)."""
     return f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict" + ("; Secure" if secure else "")
+
+
+def form_token(claim: Claim) -> str:
+    """The session's form token (its CSRF token): an HMAC of the session's claim keyed by the
+    session's own MAC. The page renders it into its forms; a form post must carry it beside the
+    cookie. Another site's page can neither read the cookie (``HttpOnly``) nor the page that
+    holds the token (the same-origin policy), so it cannot forge one; it dies with the session."""
+    return hmac.new(claim.mac.encode("ascii"), f"conclave-form:{VERSION}:{claim.message}".encode(),
+                    hashlib.sha256).hexdigest()
+
+
+def form_token_matches(claim: Claim, given: str | None) -> bool:
+    """``given`` is this session's form token (compared in constant time)."""
+    return bool(given) and hmac.compare_digest(form_token(claim), str(given))

@@ -40,6 +40,12 @@ class EventType(StrEnum):
     RETRY_REQUESTED = "retry_requested"
     RESUME_REQUESTED = "resume_requested"
     PLAN_UPDATED = "plan_updated"
+    INPUT_REQUESTED = "input_requested"
+    INPUT_RECEIVED = "input_received"
+    STEERED = "steered"
+    AWAITING_APPROVAL = "awaiting_approval"
+    SENT_BACK = "sent_back"
+    APPROVED = "approved"
     PLAN_FINISHED = "plan_finished"
 
 
@@ -53,7 +59,7 @@ class StoredEvent(BaseModel):
 
     id: int = Field(description="the stored event's id; increases along the plan's record")
     type: EventType
-    phase: str | None = Field(description="the phase it is about (`phase_*` events), else null")
+    phase: str | None = Field(description="the phase it is about (`phase_*` and `input_*` events), else null")
     data: dict[str, Any] = Field(description="one shape per type: the keys are listed in docs/api.md (Events)")
     created_at: datetime
 

@@ -179,6 +179,28 @@ def status(plan_id: str, as_json: bool, url: str | None, token: str | None, tena
         stopped = early_stop_line(view)
         for line in ([stopped] if stopped else []) + decision_lines(view):
             c.print(line)
+        for said_line in people_lines(view):
+            c.print(said_line, highlight=False, soft_wrap=True)
+
+
+def people_lines(view: PlanView) -> list[str]:
+    """Who the plan waits for (each seat since when, until when, how to answer), its approval,
+    and the notes that steer it."""
+    lines = [f"waiting for {w['expert']} ({w['phase']}) since {w['since']}, until {w['due_at']}: "
+             f"conclave answer {view.id} {w['phase']} TEXT" for w in view.awaiting]
+    a = view.approval
+    if a is not None:
+        sent = a.get("sent_back")
+        if sent:
+            lines.append(f"sent back by {(sent.get('by') or {}).get('name') or 'the operator'}: {sent.get('note')}")
+        if a["state"] == "awaiting":
+            lines.append(f"approval: the draft {a['phase']} waits since {a['since']}: conclave approve {view.id}"
+                         + ("" if sent else f", or conclave send-back {view.id} NOTE (once)"))
+        else:
+            lines.append(f"approval: {a['state']} ({a['phase']})")
+    lines += [f"note {n['n']} from {(n.get('by') or {}).get('name') or 'the operator'}: {n['note']}"
+              for n in view.notes]
+    return lines
 
 
 @click.command()

@@ -50,6 +50,22 @@ def summary(view: PlanView, synthesis: str | None, citations: Any = ()) -> dict[
     }
 
 
+def person(console: Console, enabled: bool) -> Any:
+    """The person at this terminal, asked for their seat's answers and their decision on a draft
+    (:mod:`orchestrator.client.terminal_person`) — when standard input is a terminal and
+    ``--no-prompt`` was not given; None otherwise (the view then says how to answer)."""
+    if not enabled or not sys.stdin.isatty():
+        return None
+    from orchestrator.client.terminal_person import TerminalPerson
+
+    return TerminalPerson(console)
+
+
+prompt_option = click.option("--prompt/--no-prompt", "prompt", default=True,
+                             help="At a terminal, ask here for a person's seat's answer and for approval of a "
+                                  "draft (default); --no-prompt only says who is awaited.")
+
+
 @click.command()
 @click.argument("plan")
 @click.option("--json", "as_json", is_flag=True, help="Print one machine-readable summary instead.")
@@ -57,10 +73,11 @@ def summary(view: PlanView, synthesis: str | None, citations: Any = ()) -> dict[
 @click.option("--cancel-on-exit", is_flag=True,
               help="Ctrl-C cancels the plan at once (default: the first Ctrl-C stops following it and leaves it "
                    "running, a second one cancels).")
+@prompt_option
 @remote
 @tenant
 @errors
-def run(plan: str, as_json: bool, timeout: float | None, cancel_on_exit: bool, url: str | None,
+def run(plan: str, as_json: bool, timeout: float | None, cancel_on_exit: bool, prompt: bool, url: str | None,
         token: str | None, tenant: str | None) -> None:
     """Run PLAN (a YAML/JSON file) to the end with live progress, then print the result.
 
@@ -82,7 +99,8 @@ def run(plan: str, as_json: bool, timeout: float | None, cancel_on_exit: bool, u
             else:
                 from orchestrator.client.console import MeetingView
 
-                view = MeetingView(Console(), conclave, plan_id).follow()
+                console = Console()
+                view = MeetingView(console, conclave, plan_id, person=person(console, prompt)).follow()
         except KeyboardInterrupt:
             interrupted(conclave, plan_id, embedded=embedded, cancel_now=cancel_on_exit)
         text = _result_or_none(conclave, plan_id)
@@ -145,10 +163,11 @@ def _result_or_none(conclave: Any, plan_id: str) -> str | None:
 
 @click.command()
 @click.argument("plan_id")
+@prompt_option
 @remote
 @tenant
 @errors
-def watch(plan_id: str, url: str | None, token: str | None, tenant: str | None) -> None:
+def watch(plan_id: str, prompt: bool, url: str | None, token: str | None, tenant: str | None) -> None:
     """Follow a running plan live until it ends (Ctrl-C stops following; the plan goes on)."""
     settings = common.settings()
     configure(settings, "ERROR")
@@ -159,7 +178,8 @@ def watch(plan_id: str, url: str | None, token: str | None, tenant: str | None) 
         with Looking(settings, url, tenant):
             found = conclave.get(plan_id).id
         try:
-            view = MeetingView(Console(), conclave, found).follow()
+            console = Console()
+            view = MeetingView(console, conclave, found, person=person(console, prompt)).follow()
         except KeyboardInterrupt:
             err.print(escape(f"\nstopped following plan {found}; it is unchanged "
                              f"(conclave watch {found} follows it again)"), highlight=False)
@@ -173,10 +193,11 @@ def watch(plan_id: str, url: str | None, token: str | None, tenant: str | None) 
 @click.option("--follow/--no-follow", default=None,
               help="Follow live until the plan ends, then print its outcome (default in embedded mode).")
 @click.option("--json", "as_json", is_flag=True)
+@prompt_option
 @remote
 @tenant
 @errors
-def resume(ref: str, retry_failed: bool, follow: bool | None, as_json: bool, url: str | None,
+def resume(ref: str, retry_failed: bool, follow: bool | None, as_json: bool, prompt: bool, url: str | None,
            token: str | None, tenant: str | None) -> None:
     """Resume a plan by its id (or a unique prefix) or external task id: re-enqueue exactly its
     pending phases, or say why there is nothing to enqueue."""
@@ -206,7 +227,9 @@ def resume(ref: str, retry_failed: bool, follow: bool | None, as_json: bool, url
                 else:
                     from orchestrator.client.console import MeetingView
 
-                    view = MeetingView(Console(), conclave, res.plan_id).follow()  # ends with the outcome
+                    console = Console()
+                    view = MeetingView(console, conclave, res.plan_id,
+                                       person=person(console, prompt)).follow()  # ends with the outcome
             except KeyboardInterrupt:
                 interrupted(conclave, res.plan_id, embedded=embedded, cancel_now=False)
         elif not as_json:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from orchestrator.briefing.documents import CitationView, DocumentSummary, DocumentView
 from orchestrator.control.coordinator import CancelResult, ResumeResult, SubmitResult
+from orchestrator.control.people import AnswerResult, ApprovalResult, SendBackResult, SteerResult
 from orchestrator.control.plan_query import Moment, Values
 from orchestrator.core.bus import Subscription
 from orchestrator.core.settings import Settings
@@ -49,6 +50,14 @@ class ConclaveBackend(Protocol):
     def cancel(self, plan_id: str) -> CancelResult: ...
 
     def resume(self, plan_id: str, *, retry_failed: bool = False) -> ResumeResult: ...
+
+    def answer(self, plan_id: str, key: str, text: str, *, idempotency_key: str | None = None) -> AnswerResult: ...
+
+    def approve(self, plan_id: str) -> ApprovalResult: ...
+
+    def send_back(self, plan_id: str, note: str) -> SendBackResult: ...
+
+    def steer(self, plan_id: str, note: str) -> SteerResult: ...
 
     def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
                    created_before: Moment = None, task_id: str | None = None, limit: int | None = None,

@@ -27,6 +27,7 @@ from orchestrator.briefing.documents import CitationView, DocumentSummary, Docum
 from orchestrator.client.backend import ConclaveBackend, PlanSource
 from orchestrator.client.local import LocalBackend
 from orchestrator.control.coordinator import CancelResult, ResumeResult, SubmitResult
+from orchestrator.control.people import AnswerResult, ApprovalResult, SendBackResult, SteerResult
 from orchestrator.control.plan_query import Moment, Values
 from orchestrator.core.bus import Bus, Subscription
 from orchestrator.core.errors import InvalidConfiguration
@@ -151,6 +152,28 @@ class Conclave:
         ``retry_failed``. :class:`ResumeInProgress` while another resume holds the plan. When
         nothing was enqueued, ``reason`` says why (final, being cancelled, a live lease until …)."""
         return self.backend.resume(plan_id, retry_failed=retry_failed)
+
+    def answer(self, plan_id: str, key: str, text: str, *, idempotency_key: str | None = None) -> AnswerResult:
+        """A person's answer to their seat ``key`` (a phase ``awaiting_input``): stored like a
+        model's turn, then the plan moves on. With ``idempotency_key``, sending it again returns
+        the stored answer (``replayed``). :class:`~orchestrator.core.errors.SeatNotWaiting` when
+        the seat does not wait for it (not asked yet, answered, past its deadline, cancelled)."""
+        return self.backend.answer(plan_id, key, text, idempotency_key=idempotency_key)
+
+    def approve(self, plan_id: str) -> ApprovalResult:
+        """Approve a plan's draft (``awaiting_approval``): it completes with the draft as its
+        result; :class:`~orchestrator.core.errors.NotAwaitingApproval` otherwise."""
+        return self.backend.approve(plan_id)
+
+    def send_back(self, plan_id: str, note: str) -> SendBackResult:
+        """Send a plan's draft back once with ``note``: it is rewritten, then waits for approval
+        again; :class:`~orchestrator.core.errors.AlreadyRevised` for a second send-back."""
+        return self.backend.send_back(plan_id, note)
+
+    def steer(self, plan_id: str, note: str) -> SteerResult:
+        """Give a running meeting a note: every phase that starts from now on is given it, with
+        who sent it; a phase already running is not changed."""
+        return self.backend.steer(plan_id, note)
 
     def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
                    created_before: Moment = None, task_id: str | None = None, limit: int | None = None,

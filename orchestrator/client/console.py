@@ -39,7 +39,8 @@ TITLES = {
     "review": "Review of round 1",
 }
 STATUS_STYLE = {PhaseStatus.COMPLETED: "green", PhaseStatus.FAILED: "red", PhaseStatus.CANCELLED: "yellow",
-                PhaseStatus.SKIPPED: "dim", PhaseStatus.RUNNING: "cyan", PhaseStatus.PENDING: "dim"}
+                PhaseStatus.SKIPPED: "dim", PhaseStatus.RUNNING: "cyan", PhaseStatus.PENDING: "dim",
+                PhaseStatus.AWAITING_INPUT: "yellow"}
 CHAIR_KINDS = ("opening", "round_summary", "final_summary", "synthesis")
 
 
@@ -141,11 +142,18 @@ def citation_lines(cited: Sequence[CitationView]) -> list[Text]:
 
 
 class MeetingView:
-    def __init__(self, console: Console, conclave: Conclave, plan_id: str, *, poll: float = 0.3) -> None:
+    """``person``: the person at this terminal (:class:`~orchestrator.client.terminal_person.TerminalPerson`),
+    asked for their seat's answer and their decision on a draft as the meeting reaches them;
+    without one, the view says who is awaited and how to answer."""
+
+    def __init__(self, console: Console, conclave: Conclave, plan_id: str, *, poll: float = 0.3,
+                 person: Any = None) -> None:
         self.console = console
         self.conclave = conclave
         self.plan_id = plan_id
         self.poll = poll
+        self.person = person
+        self.announced: set[str] = set()  # seats and drafts whose wait was said
         self.streams: dict[str, str] = {}
         self.printed: set[str] = set()
         self.seen_running: dict[str, float] = {}  # phase key -> when we first saw it running
@@ -174,6 +182,8 @@ class MeetingView:
                         next_poll = time.monotonic() + self.poll
                         if view.final:
                             break
+                        if self._people(view, live):
+                            next_poll = 0.0
                     live.update(self._render(view))
         finally:
             sub.close()
@@ -181,6 +191,29 @@ class MeetingView:
         self._print_citations(view)
         self._print_outcome(view)
         return view
+
+    def _people(self, view: PlanView, live: Any) -> bool:
+        """Who the plan waits for: the person at this terminal is asked (the live view paused
+        while they write); otherwise it is said once, with how to answer. True when something
+        was stored."""
+        waiting = [p for p in view.phases if p.status == PhaseStatus.AWAITING_INPUT]
+        draft = view.approval.get("phase") if view.approval and view.status == PlanStatus.AWAITING_APPROVAL else None
+        if self.person is not None and (waiting or draft):
+            live.stop()
+            try:
+                return bool(self.person.take_turns(self.conclave, view))
+            finally:
+                live.start()
+        for p in waiting:
+            if f"{p.key}:{p.attempt}" not in self.announced:
+                self.announced.add(f"{p.key}:{p.attempt}")
+                self.console.print(Text(f"✋ waiting for {p.expert} ({p.key}) until {p.due_at}: "
+                                        f"conclave answer {view.id} {p.key} TEXT, or the plan page", style="yellow"))
+        if draft and f"approval:{draft}" not in self.announced:
+            self.announced.add(f"approval:{draft}")
+            self.console.print(Text(f"✋ the draft ({draft}) waits for approval: conclave approve {view.id}, or "
+                                    f"conclave send-back {view.id} NOTE (once), or the plan page", style="yellow"))
+        return False
 
     def _print_cast(self, view: PlanView) -> None:
         experts = list(dict.fromkeys(p.expert for p in view.phases
@@ -220,6 +253,9 @@ class MeetingView:
                 text = self.conclave.phase_text(self.plan_id, p.key) or ""
                 note = " [yellow](stream broke: partial text)[/yellow]" if p.truncated else ""
                 style = "bold blue" if p.kind in CHAIR_KINDS else "bold"
+                if p.human:
+                    by = (p.answered_by or {}).get("name")
+                    note += f" [yellow](a person{escape(f': {by}') if by else ''})[/yellow]"
                 self.console.print(Panel(Markdown(readable(text)), title=f"[{style}]{escape(phase_title(p))}[/]{note}",
                                          title_align="left", subtitle=f"[dim]{escape(p.key)}[/dim]",
                                          subtitle_align="right", border_style=STATUS_STYLE[p.status]))
@@ -259,6 +295,11 @@ class MeetingView:
         tokens = f"{view.usage.total_tokens:,} tokens" + (" (est.)" if view.usage.estimated else "")
         speaking = ", ".join(p.expert or p.key for p in running) or "—"
         parts += ["  ·  ", (tokens, "dim"), "  ·  ", ("speaking: " + speaking, "cyan")]
+        awaited = [p.expert or p.key for p in view.phases if p.status == PhaseStatus.AWAITING_INPUT]
+        if awaited:
+            parts += ["  ·  ", ("waiting for: " + ", ".join(awaited), "yellow")]
+        if view.status == PlanStatus.AWAITING_APPROVAL:
+            parts += ["  ·  ", ("the draft waits for approval", "yellow")]
         panels: list[Any] = [Text.assemble(*parts)]
         for p in running:
             tail = self.streams.get(p.key, "")[-1200:]  # cut again at a word by live_text

@@ -28,6 +28,7 @@ from orchestrator.client.local_briefing import load_local_plan
 from orchestrator.control.coordinator import CancelResult, Coordinator, ResumeResult, SubmitResult
 from orchestrator.control.dispatch import CeleryDispatcher
 from orchestrator.control.eval_records import EvalRecords
+from orchestrator.control.people import AnswerResult, ApprovalResult, SendBackResult, SteerResult
 from orchestrator.control.plan_query import Moment, PlanQuery, Values, page_dict
 from orchestrator.control.reads import PlanReads
 from orchestrator.core.bus import Bus, Subscription, open_bus
@@ -132,6 +133,18 @@ class LocalBackend:
 
     def resume(self, plan_id: str, *, retry_failed: bool = False) -> ResumeResult:
         return self.coordinator.resume(plan_id, retry_failed=retry_failed, principal=self.principal)
+
+    def answer(self, plan_id: str, key: str, text: str, *, idempotency_key: str | None = None) -> AnswerResult:
+        return self.coordinator.answer(plan_id, key, text, idempotency_key=idempotency_key, principal=self.principal)
+
+    def approve(self, plan_id: str) -> ApprovalResult:
+        return self.coordinator.approve(plan_id, principal=self.principal)
+
+    def send_back(self, plan_id: str, note: str) -> SendBackResult:
+        return self.coordinator.send_back(plan_id, note, principal=self.principal)
+
+    def steer(self, plan_id: str, note: str) -> SteerResult:
+        return self.coordinator.steer(plan_id, note, principal=self.principal)
 
     def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
                    created_before: Moment = None, task_id: str | None = None, limit: int | None = None,

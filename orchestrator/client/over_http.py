@@ -46,6 +46,7 @@ from orchestrator.briefing.documents import ChunkSpan, CitationView, DocumentSum
 from orchestrator.client.backend import PlanSource
 from orchestrator.client.local_briefing import load_local_plan
 from orchestrator.control.coordinator import CancelResult, ResumeResult, SubmitResult
+from orchestrator.control.people import AnswerResult, ApprovalResult, SendBackResult, SteerResult
 from orchestrator.control.plan_query import Moment, Values
 from orchestrator.core import errors
 from orchestrator.core.errors import (
@@ -162,6 +163,30 @@ class HttpBackend:
         return self._read(lambda: ResumeResult(plan_id=str(body["plan_id"]), enqueued=list(body["enqueued"]),
                                                retried=list(body["retried"]), status=PlanStatus(body["status"]),
                                                reason=_optional_text(body.get("reason"))))
+
+    def answer(self, plan_id: str, key: str, text: str, *, idempotency_key: str | None = None) -> AnswerResult:
+        body = self._json("POST", _plan_path(plan_id, "phases", key, "input"),
+                          json={"text": text, **({"idempotency_key": idempotency_key} if idempotency_key else {})})
+        return self._read(lambda: AnswerResult(
+            plan_id=str(body["plan_id"]), phase=str(body["phase"]), status=PhaseStatus(body["status"]),
+            answered_by=body.get("answered_by"), answered_at=_optional_text(body.get("answered_at")),
+            replayed=bool(body.get("replayed")), enqueued=list(body.get("enqueued") or [])))
+
+    def approve(self, plan_id: str) -> ApprovalResult:
+        body = self._json("POST", _plan_path(plan_id, "approve"))
+        return self._read(lambda: ApprovalResult(plan_id=str(body["plan_id"]), status=PlanStatus(body["status"]),
+                                                 phase=str(body["phase"]), revision=int(body["revision"])))
+
+    def send_back(self, plan_id: str, note: str) -> SendBackResult:
+        body = self._json("POST", _plan_path(plan_id, "send-back"), json={"note": note})
+        return self._read(lambda: SendBackResult(plan_id=str(body["plan_id"]), status=PlanStatus(body["status"]),
+                                                 phase=str(body["phase"]), revision=str(body["revision"]),
+                                                 enqueued=list(body.get("enqueued") or [])))
+
+    def steer(self, plan_id: str, note: str) -> SteerResult:
+        body = self._json("POST", _plan_path(plan_id, "steer"), json={"note": note})
+        return self._read(lambda: SteerResult(plan_id=str(body["plan_id"]), status=PlanStatus(body["status"]),
+                                              n=int(body["n"])))
 
     def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
                    created_before: Moment = None, task_id: str | None = None, limit: int | None = None,

@@ -2,7 +2,9 @@
 
 :meth:`~Coordinator.submit`, :meth:`~Coordinator.advance`, :meth:`~Coordinator.resume`,
 :meth:`~Coordinator.cancel`, :meth:`~Coordinator.reconcile`, :meth:`~Coordinator.prune`,
-:meth:`~Coordinator.update`: the commands (what a plan is and said is read by
+:meth:`~Coordinator.update`, and people's (:meth:`~Coordinator.answer`, :meth:`~Coordinator.approve`,
+:meth:`~Coordinator.send_back`, :meth:`~Coordinator.steer`, :meth:`~Coordinator.expire_deadlines`:
+:mod:`orchestrator.control.people`): the commands (what a plan is and said is read by
 :class:`~orchestrator.control.reads.PlanReads`). Every decision is re-derived from stored
 status; the dispatcher and the bus only carry triggers. Running a phase is the data plane's job
 (``tasks.runner.PhaseRunner``); the two meet only in the database.
@@ -19,6 +21,7 @@ from typing import Any
 from orchestrator.briefing.ingest import ingest
 from orchestrator.control.dispatch import Dispatcher
 from orchestrator.control.idle import why_idle
+from orchestrator.control.people import AnswerResult, ApprovalResult, People, SendBackResult, SteerResult
 from orchestrator.control.reads import PlanReads
 from orchestrator.core.bus import Bus, publish_events
 from orchestrator.core.errors import PlanConflict, ServiceUnavailable, translate_storage
@@ -28,6 +31,7 @@ from orchestrator.metrics import recorder
 from orchestrator.plan import dag
 from orchestrator.plan.canvas import compile_canvas, orphans
 from orchestrator.plan.expand import expand
+from orchestrator.plan.human import check_deadlines
 from orchestrator.plan.registry import ModelResolver
 from orchestrator.plan.schema import check_update, dump_plan, load_plan
 from orchestrator.plan.spending import budget_view, exhausted_summary
@@ -73,6 +77,7 @@ class Coordinator:
         self.bus = bus
         self.reads = PlanReads(db)  # the commands find plans as the read side does
         self.models = ModelResolver.from_settings(settings)  # raises InvalidConfiguration for a bad registry
+        self.people = People(self)  # seats, approval, steering (orchestrator.control.people)
 
     # ---------------------------------------------------------------- control plane
 
@@ -82,6 +87,7 @@ class Coordinator:
         phases atomically in the principal's tenant (the default tenant without one),
         then enqueue what is ready. Idempotent per (tenant, ``task_id``)."""
         plan = load_plan(source, max_bytes=self.settings.max_plan_bytes)
+        check_deadlines(plan, self.settings.max_respond_within)
         tenant = principal.tenant if principal else DEFAULT_TENANT
         if self.settings.tenant_budget(tenant) is None:
             self.models.check_plan(plan)
@@ -117,14 +123,15 @@ class Coordinator:
         """
         with bind(plan_id=plan_id):
             state = plans.load_state(self.db, plan_id)
-            if state.plan.final:
-                return []
+            if state.plan.final or state.plan.status == PlanStatus.AWAITING_APPROVAL:
+                return []  # a draft waiting for a person: nothing runs until they decide
             skipped, current = dag.skips(state.phases)
             if skipped:
                 publish_events(self.bus, plan_id, phases.skip_phases(self.db, plan_id, skipped))
                 state = PlanState(state.plan, current)
             if self._finish_if_done(state):
                 return []
+            self.people.ask(state)  # people's seats whose turn came are asked, never sent
             now = utcnow()
             cutoff = now - timedelta(seconds=self.settings.requeue_after)
             heads = dag.sendable(state.phases, now=now, cutoff=cutoff, force=force)
@@ -157,6 +164,9 @@ class Coordinator:
         if result is None:
             return False
         status, code, message = result
+        if status == PlanStatus.AWAITING_APPROVAL:
+            self.people.hold(state)
+            return True
         if status == PlanStatus.BUDGET_EXHAUSTED:
             spent = usage.spent(self.db, state.plan.id)
             summary = exhausted_summary(budget_view(state.plan.spec.get("budget"), *spent))
@@ -207,6 +217,29 @@ class Coordinator:
             publish_events(self.bus, plan_id, cancelled.events)
             self.advance(plan_id)
             return CancelResult(plan_id, cancelled.keys, plans.get_plan(self.db, plan_id).status)
+
+    # ---------------------------------------------------------------- people at the table
+
+    def answer(self, ref: str, key: str, text: object, *, idempotency_key: object = None,
+               principal: Principal | None = None) -> AnswerResult:
+        """A person's answer to seat ``key`` (:meth:`orchestrator.control.people.People.answer`)."""
+        return self.people.answer(ref, key, text, idempotency_key=idempotency_key, principal=principal)
+
+    def approve(self, ref: str, *, principal: Principal | None = None) -> ApprovalResult:
+        """Approve the plan's draft (:meth:`orchestrator.control.people.People.approve`)."""
+        return self.people.approve(ref, principal=principal)
+
+    def send_back(self, ref: str, note: object, *, principal: Principal | None = None) -> SendBackResult:
+        """Send the draft back once with a note (:meth:`orchestrator.control.people.People.send_back`)."""
+        return self.people.send_back(ref, note, principal=principal)
+
+    def steer(self, ref: str, note: object, *, principal: Principal | None = None) -> SteerResult:
+        """A note for the phases still to start (:meth:`orchestrator.control.people.People.steer`)."""
+        return self.people.steer(ref, note, principal=principal)
+
+    def expire_deadlines(self, *, now: datetime | None = None) -> dict[str, list[str]]:
+        """End the seats past their deadline, once each (:meth:`orchestrator.control.people.People.expire`)."""
+        return self.people.expire(now=now)
 
     @translate_storage
     def reconcile(self) -> list[str]:

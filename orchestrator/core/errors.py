@@ -9,6 +9,11 @@
     ├── PlanConflict              plan.conflict           409 / exit 1
     │   ├── ResumeInProgress      plan.resume_in_progress 409
     │   ├── NotReady              plan.not_ready          409            (no result yet)
+    │   ├── SeatNotWaiting        phase.not_waiting       409            (an answer the seat cannot take)
+    │   ├── NotAwaitingApproval   plan.not_awaiting_approval 409         (approve / send back)
+    │   ├── AlreadyRevised        plan.already_revised    409            (a second send-back)
+    │   ├── PlanNotRunning        plan.not_running        409            (steering a plan that has ended)
+    │   ├── TooManyNotes          plan.too_many_notes     409            (steering past the limit)
     │   ├── CapacityExceeded      plan.capacity_exceeded  429
     │   ├── SubmitRateLimited     plan.rate_limited       429            (``retry_after`` seconds)
     │   └── TenantBudgetExhausted tenant.budget_exhausted 402            (``details``: budget, spent, month)
@@ -126,6 +131,39 @@ class DocumentNotFound(PlanNotFound):
 
 class NotReady(PlanConflict):
     code = "plan.not_ready"
+
+
+class SeatNotWaiting(PlanConflict):
+    """An answer to a phase that is not a person's seat waiting for it — not asked yet, already
+    answered, past its deadline, cancelled — or to a plan that was cancelled. ``details`` name
+    the phase (``key``) and its ``status``; nothing was stored."""
+
+    code = "phase.not_waiting"
+
+
+class NotAwaitingApproval(PlanConflict):
+    """Approve or send back a plan that is not waiting for approval (it runs, was approved, or
+    was cancelled: ``details`` give its ``status``)."""
+
+    code = "plan.not_awaiting_approval"
+
+
+class AlreadyRevised(PlanConflict):
+    """A second send-back: a draft is sent back once; approve the revision or cancel the plan."""
+
+    code = "plan.already_revised"
+
+
+class PlanNotRunning(PlanConflict):
+    """Steering a plan that no longer runs (it ended, or waits for approval: send it back instead)."""
+
+    code = "plan.not_running"
+
+
+class TooManyNotes(PlanConflict):
+    """A plan holds a bounded number of steering notes: every later phase is given them all."""
+
+    code = "plan.too_many_notes"
 
 
 class InvalidEval(ConclaveError):

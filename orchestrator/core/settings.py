@@ -71,6 +71,10 @@ class Settings(BaseSettings):
     summary_chars: int = Field(480, ge=50, description="Length of the short summary a phase keeps")
     max_plan_bytes: int = Field(1_000_000, ge=1000, description="Largest accepted plan document")
     max_active_plans: int = Field(1000, ge=1, description="Running plans beyond this are refused")
+    max_respond_within: int = Field(
+        7 * 86400, ge=60, le=30 * 86400,
+        description="The longest a person's seat may wait for its answer (s): a plan's respond_within past it "
+                    "is refused at submit naming the field; a seat without one waits a day, or this if less")
     retention_days: float = Field(30.0, gt=0, description="Finished plans' events older than this are pruned")
     max_events_per_plan: int = Field(5000, ge=100, description="Events kept per finished plan")
     retain_finished_days: float = Field(

@@ -60,6 +60,7 @@ class EmbeddedWorker:
     def _reconcile_loop(self) -> None:
         while not self._stop.wait(self._reconcile_every):
             try:
+                self._coordinator.expire_deadlines()  # people's seats past their deadline, as a worker's sweep does
                 self._coordinator.reconcile()
             except Exception as exc:
                 log.warning("reconcile failed: %s", exc, extra={"action": "reconcile.failed"})

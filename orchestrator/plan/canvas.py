@@ -3,7 +3,9 @@
 From the phases being sent now (the heads), the canvas reaches downstream as far as the
 plan's shape is known: every pending phase whose dependencies are complete or earlier in
 the canvas, stopping after a divergence check (it may insert debates that its dependents
-must then wait for). That region is decomposed into series and parallel parts
+must then wait for) and after a phase a person's seat waits for (``advance`` asks the seat
+there, :func:`orchestrator.plan.dag.to_ask`; a seat is never in a canvas, and a worker's
+claim refuses one). That region is decomposed into series and parallel parts
 (:mod:`orchestrator.plan.seriesparallel`) and becomes chains of chords of ``run_phase``; a
 board from its opening is one canvas::
 
@@ -94,18 +96,20 @@ def region(phases: Sequence[PhaseRecord], heads: Sequence[PhaseRecord], resent: 
     by_key = {p.key: p for p in phases}
     inside = {h.key for h in heads}
     broken = set(resent)
+    # a person's seat is asked by ``advance``, never run: the lanes leading to one end there
+    asks = {d for p in phases if p.human and p.status == PhaseStatus.PENDING for d in p.depends_on}
     changed = True
     while changed:
         changed = False
         for p in phases:
-            if p.key in inside or p.status != PhaseStatus.PENDING or not p.depends_on:
+            if p.key in inside or p.status != PhaseStatus.PENDING or not p.depends_on or p.human:
                 continue
             deps = [by_key.get(k) for k in p.depends_on]
             if any(d is None for d in deps):
                 continue
             known = [d for d in deps if d is not None]
-            if any(d.key in inside and d.kind == "divergence" for d in known):
-                continue  # the check may insert debates p must wait for
+            if any(d.key in inside and (d.kind == "divergence" or d.key in asks) for d in known):
+                continue  # the check may insert debates p must wait for; a seat's turn is asked there
             if not all(d.key in inside or d.status == PhaseStatus.COMPLETED
                        or (d.final and p.meta.get("tolerate_failed_deps")) for d in known):
                 continue

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 from storage.read_models import PhaseRecord, PlanRecord
 from storage.status import GIVEN_UP, PhaseStatus, PlanStatus
 
 BUDGET_EXHAUSTED = "llm.budget_exhausted"
+EARLIEST = datetime.min.replace(tzinfo=UTC)
 
 
 def _tolerant(phase: PhaseRecord) -> bool:
@@ -58,8 +60,8 @@ def skips(phases: Sequence[PhaseRecord]) -> tuple[dict[str, list[str]], list[Pha
     they are once those are skipped. Once a budget is exhausted nothing pending
     runs; otherwise a phase is skipped when a dependency it cannot do without ended
     without a result (and so on, downstream)."""
-    if any(p.error_code == BUDGET_EXHAUSTED for p in phases):
-        keys = [p.key for p in phases if p.status == PhaseStatus.PENDING]
+    if any(p.error_code == BUDGET_EXHAUSTED for p in phases):  # a seat asked is given up too: nothing follows it
+        keys = [p.key for p in phases if p.status in (PhaseStatus.PENDING, PhaseStatus.AWAITING_INPUT)]
         return {"the plan's budget is exhausted": keys} if keys else {}, _skipped(phases, set(keys))
     skipped: set[str] = set()
     current = list(phases)
@@ -83,8 +85,16 @@ def ready_since(phase: PhaseRecord, by_key: Mapping[str, PhaseRecord]) -> dateti
     return max(e for e in ends if e is not None)
 
 
+def needs_approval(spec: Mapping[str, Any]) -> bool:
+    """The stored plan's answer is a draft until a person approves it (``synthesis: {approve:
+    true}`` for a team, ``final: {approve: true}`` for a board)."""
+    part = spec.get("synthesis") if spec.get("kind") == "team" else spec.get("final")
+    return isinstance(part, Mapping) and part.get("approve") is True
+
+
 def outcome(plan: PlanRecord, phases: Sequence[PhaseRecord]) -> tuple[PlanStatus, str | None, str | None] | None:
-    """(status, error_code, error_message) once every phase is final, else None."""
+    """(status, error_code, error_message) once every phase is final, else None. A plan whose
+    answer needs approval is ``awaiting_approval`` (not final) once its draft is written."""
     if any(not p.final for p in phases):
         return None
     if plan.cancel_requested:
@@ -94,6 +104,8 @@ def outcome(plan: PlanRecord, phases: Sequence[PhaseRecord]) -> tuple[PlanStatus
         return PlanStatus.BUDGET_EXHAUSTED, "plan.budget_exhausted", exhausted[0].error_message
     terminal = [p for p in phases if p.meta.get("terminal")]
     if terminal and all(p.status == PhaseStatus.COMPLETED for p in terminal):
+        if needs_approval(plan.spec):
+            return PlanStatus.AWAITING_APPROVAL, None, None
         return PlanStatus.COMPLETED, None, None
     failed = [p for p in phases if p.status == PhaseStatus.FAILED]
     first = failed[0] if failed else None
@@ -129,10 +141,13 @@ def sendable(phases: Sequence[PhaseRecord], *, now: datetime, cutoff: datetime, 
       ``cutoff``;
     - a running phase whose lease expired (its worker died), unless re-sent since ``cutoff``.
 
-    ``force`` (resume) sends every such phase however recently it was sent."""
+    ``force`` (resume) sends every such phase however recently it was sent. A person's seat
+    is never sent: :func:`to_ask` names the seats to ask."""
     by_key = {p.key: p for p in phases}
     out = []
     for p in phases:
+        if p.human:  # a person's seat is asked, never sent (:func:`to_ask`)
+            continue
         if p.status == PhaseStatus.PENDING and inputs_done(p, by_key):
             since = ready_since(p, by_key)
             stale = p.enqueued_at is not None and p.enqueued_at < cutoff and (since is None or since < cutoff)
@@ -142,3 +157,16 @@ def sendable(phases: Sequence[PhaseRecord], *, now: datetime, cutoff: datetime, 
               and (force or p.enqueued_at is None or p.enqueued_at < cutoff)):
             out.append(p)
     return out
+
+
+def to_ask(phases: Sequence[PhaseRecord]) -> list[PhaseRecord]:
+    """The people's seats whose turn has come: pending, inputs done. The coordinator asks them
+    (``awaiting_input``) instead of sending them."""
+    by_key = {p.key: p for p in phases}
+    return [p for p in phases if p.human and p.status == PhaseStatus.PENDING and inputs_done(p, by_key)]
+
+
+def awaited(phases: Sequence[PhaseRecord]) -> list[PhaseRecord]:
+    """The people's seats waiting for their answers now, soonest deadline first."""
+    waiting = [p for p in phases if p.status == PhaseStatus.AWAITING_INPUT]
+    return sorted(waiting, key=lambda p: (p.due_at is None, p.due_at or p.started_at or EARLIEST, p.position))

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field, ValidationError
 
+from orchestrator.plan.expand import seat
 from orchestrator.plan.schema import TeamPlan, slugify
 from storage import event_shapes
 from storage.phases import Insertion
@@ -60,8 +61,9 @@ def debate_insertion(plan: TeamPlan, check: PhaseRecord, verdict: Verdict,
     new = [
         NewPhase(key=f"{group}.{slugify(name)}", kind="debate", position=i,
                  depends_on=[check.key, *examined], expert=name, group_key=group,
-                 meta={"topic": verdict.topic or plan.question, "participants": participants,
-                       "opponents": [n for n in participants if n != name]},
+                 meta=seat(plan.expert(name), {"topic": verdict.topic or plan.question,
+                                               "participants": participants,
+                                               "opponents": [n for n in participants if n != name]}),
                  inputs=upstream)
         for i, name in enumerate(participants)
     ]

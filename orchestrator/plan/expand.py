@@ -18,12 +18,24 @@ import dataclasses
 import hashlib
 import random
 from collections import defaultdict
+from typing import Any
 
 from orchestrator.plan.dag import closure
-from orchestrator.plan.schema import BoardPlan, TeamPlan
+from orchestrator.plan.schema import BoardPlan, Expert, TeamPlan
 from storage.read_models import NewPhase
 
 DECISION = "decision"  # the key of a tallied plan's decision phase
+
+
+def seat(expert: Expert, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A phase's meta for ``expert``'s turn: a person's seat is marked ``human`` (with its
+    ``respond_within`` when the plan gives one), so no worker ever runs it."""
+    meta = dict(meta or {})
+    if expert.human:
+        meta["human"] = True
+        if expert.respond_within is not None:
+            meta["respond_within"] = expert.respond_within
+    return meta
 
 
 def expand(plan: BoardPlan | TeamPlan) -> list[NewPhase]:
@@ -39,7 +51,7 @@ def expand_board(plan: BoardPlan) -> list[NewPhase]:
     prev = "opening"
     for r in range(1, plan.rounds + 1):
         turns = [NewPhase(key=f"r{r}.{e.slug}", kind="turn", position=len(phases) + i, depends_on=[prev],
-                          expert=e.name, round=r, group_key=f"r{r}")
+                          expert=e.name, round=r, group_key=f"r{r}", meta=seat(e))
                  for i, e in enumerate(plan.experts)]
         phases += turns
         heard = [t.key for t in turns]
@@ -77,8 +89,8 @@ def review_phases(plan: BoardPlan, turns: list[str], *, start: int) -> list[NewP
         random.Random(seed).shuffle(others)
         out.append(NewPhase(key=f"review.{e.slug}", kind="review", position=start + i, depends_on=list(turns),
                             expert=e.name, round=1, group_key="review",
-                            meta={"shown": others, "labels": list(LABELS[:len(others)]),
-                                  "anonymize": plan.review.anonymize, "tolerate_failed_deps": True}))
+                            meta=seat(e, {"shown": others, "labels": list(LABELS[:len(others)]),
+                                          "anonymize": plan.review.anonymize, "tolerate_failed_deps": True})))
     return out
 
 
@@ -102,7 +114,7 @@ def expand_team(plan: TeamPlan) -> list[NewPhase]:
     for ph in plan.phases:
         phases.append(NewPhase(key=ph.id, kind="expert", position=len(phases),
                                depends_on=with_checks(deps[ph.id]), expert=ph.expert,
-                               meta={"prompt": ph.prompt}))
+                               meta=seat(plan.expert(ph.expert), {"prompt": ph.prompt})))
     for check, group in checks.items():
         phases.append(NewPhase(key=check, kind="divergence", position=len(phases), depends_on=list(group),
                                expert=plan.synthesis.expert if plan.synthesis else None, meta={"examines": group}))

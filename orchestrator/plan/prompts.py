@@ -11,7 +11,7 @@ briefing adds the passages picked for the call to the end of its prompt
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -115,6 +115,19 @@ REVIEW = (
     "your own answer (you may revise it). Speak for about 120 words."
 )
 REVIEW_RANKING = ' Add to your verdict "ranking": [{labels}] — every label once, best first.'
+SEAT_POSITION = (
+    "You are {name}, {role}, at this meeting in person. End with one line of its own that begins 'Position:' "
+    "followed by SUPPORT, OPPOSE or CONDITIONAL and your reason in a sentence, so the chair records your view."
+)
+STEERING = (
+    "## Notes from the people running this meeting\n"
+    "They were sent while the meeting ran (the latest last); take them into account:"
+)
+REVISION = (
+    "## Sent back for a revision\n"
+    "Your draft, [{draft}] above, was sent back by {who} with this note:\n\n{note}\n\n"
+    "Write it again, whole: keep what stands, change what the note asks for."
+)
 #: the phases whose text ends with an expert's verdict, when the plan declares its answer
 VERDICT_KINDS = frozenset({"turn", "expert", "debate", "review"})
 CHAIR_KINDS = frozenset({"final_summary", "synthesis"})
@@ -142,9 +155,10 @@ def render_skill(skill: Skill) -> str:
 
 
 def build_request(plan: BoardPlan | TeamPlan, phase: PhaseRecord, inputs: Sequence[PhaseRecord],
-                  texts: dict[str, str]) -> ChatRequest:
+                  texts: dict[str, str], notes: Sequence[Mapping[str, Any]] = ()) -> ChatRequest:
     """The request for one phase. ``inputs`` are its transitive dependencies in plan
-    order; ``texts`` maps their phase ids to full text (completed ones only)."""
+    order; ``texts`` maps their phase ids to full text (completed ones only); ``notes`` are
+    the plan's steering notes its claim read (:func:`with_people`)."""
     blocks = tuple(_block(plan, p, texts[p.id]) for p in inputs if p.id in texts and p.kind != "divergence")
     speakers = list(dict.fromkeys(p.expert for p in inputs
                                   if p.id in texts and p.expert and p.kind in ("turn", "expert", "debate")))
@@ -161,7 +175,39 @@ def build_request(plan: BoardPlan | TeamPlan, phase: PhaseRecord, inputs: Sequen
     stopped = frozenset(p.key for p in inputs if p.error_code == stored_phases.EARLY_STOP)  # held by nobody
     request = _board(plan, phase, blocks, hints, stopped) if isinstance(plan, BoardPlan) else _team(
         plan, phase, blocks, hints, texts, inputs)
-    return with_verdict(plan, phase, inputs, request)
+    return with_verdict(plan, phase, inputs, with_people(phase, request, notes))
+
+
+def who(actor: Mapping[str, Any] | None) -> str:
+    """A person as a prompt names them: an actor's name (the operator when none is recorded)."""
+    return str((actor or {}).get("name") or "the operator")
+
+
+def for_a_person(plan: BoardPlan | TeamPlan, phase: PhaseRecord, request: ChatRequest) -> str:
+    """What a person's seat is asked: the words a model in the seat would be given, and — for
+    a turn that states a position — the line the model's instructions ask it to end with (a
+    person is not shown a model's instructions)."""
+    if phase.kind not in ("turn", "expert", "debate"):
+        return request.prompt
+    expert = plan.expert(phase.expert or "")
+    return f"{request.prompt}\n\n{SEAT_POSITION.format(name=expert.name, role=expert.role)}"
+
+
+def with_people(phase: PhaseRecord, request: ChatRequest, notes: Sequence[Mapping[str, Any]]) -> ChatRequest:
+    """``request`` with what people said to this phase: the note a revision was sent back with,
+    and the meeting's steering notes (each with who sent it), after its instructions. Unchanged
+    when there are none."""
+    parts = []
+    if phase.meta.get("revision_of"):
+        parts.append(REVISION.format(draft=phase.meta["revision_of"], who=who(phase.meta.get("sent_back_by")),
+                                     note=phase.meta.get("note", "")))
+    if notes:
+        parts.append("\n".join([STEERING, *(f"- {who(n.get('by'))} (note {n.get('n')}): {n.get('note')}"
+                                           for n in notes)]))
+    if not parts:
+        return request
+    hints = {**request.hints, "notes": [n.get("note") for n in notes]} if notes else request.hints
+    return replace(request, prompt="\n\n".join([request.prompt, *parts]), hints=hints)
 
 
 def with_verdict(plan: BoardPlan | TeamPlan, phase: PhaseRecord, inputs: Sequence[PhaseRecord],

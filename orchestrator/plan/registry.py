@@ -236,6 +236,8 @@ class ModelResolver:
             if not any(p.field == f"models.{name}" for p in refused):  # a refused model's options are moot
                 problems += _option_problems(name, cfg, testing=self.settings.testing)
         for field, expert in plan.named_experts():
+            if expert.human:  # a person's seat calls no model
+                continue
             message = self._reference_problem(plan, expert.model)
             if message is not None:
                 problems.append(_Problem(f"{field}.model", message))
@@ -323,6 +325,8 @@ class ModelResolver:
         :meth:`check_plan`."""
         users: dict[str, list[str]] = {}
         for field, expert in plan.named_experts():
+            if expert.human:
+                continue
             users.setdefault(expert.model, []).append(f"{field}.model")
             for i, fallback in enumerate(expert.fallback_models):
                 users.setdefault(fallback, []).append(f"{field}.fallback_models[{i}]")

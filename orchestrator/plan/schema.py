@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from orchestrator.briefing.entries import BriefingDocument, check_briefing
 from orchestrator.core.errors import InvalidPlan
 from orchestrator.deliberation.answers import AnswerSpec, ChoiceAnswer, Protocol, Review, StopWhen
+from orchestrator.plan.durations import format_duration, parse_duration
 from orchestrator.plan.field_errors import UNKNOWN, dotted, unknown_field
 from orchestrator.plan.field_errors import FieldError as _FieldError
 from orchestrator.plan.plan_text import SafeLoader as SafeLoader  # where the API and the registry find it
@@ -76,6 +77,12 @@ class Skill(_Strict):
     summary: str | None = Field(None, max_length=2_000)
 
 
+#: How long a person's seat may wait for its answer, in seconds (the operator may lower the
+#: ceiling: ``CONCLAVE_MAX_RESPOND_WITHIN``); a seat that gives none waits a day (or the ceiling).
+RESPOND_WITHIN_MIN, RESPOND_WITHIN_MAX, RESPOND_WITHIN_DEFAULT = 60, 30 * 86400, 86400
+MODEL_FIELDS = ("model", "fallback_models", "system", "skills")  # what a person's seat has no use for
+
+
 class Expert(_Strict):
     name: str = Field(pattern=NAME_RE)
     role: str = Field(min_length=1, max_length=200)
@@ -85,11 +92,26 @@ class Expert(_Strict):
     fallback_models: list[Annotated[str, Field(min_length=1, max_length=80)]] = Field(default_factory=list,
                                                                                        max_length=5)
     skills: list[Skill] = Field(default_factory=list, max_length=20)
+    #: a person takes this seat: they answer its turns (``conclave answer``, the page, the API)
+    human: bool = False
+    #: how long the person has for each turn (``90s``, ``30m``, ``2h``, ``3d``): then the plan's
+    #: ``missing_expert`` rule decides; stored in seconds
+    respond_within: int | None = None
+
+    @field_validator("respond_within", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        if v is None:
+            return None
+        seconds = parse_duration(v)
+        if not RESPOND_WITHIN_MIN <= seconds <= RESPOND_WITHIN_MAX:
+            raise ValueError(f"{format_duration(seconds)} is out of range: from 1m to 30d")
+        return seconds
 
     @property
     def models(self) -> list[str]:
-        """The models this expert may run, in the order they are tried."""
-        return list(dict.fromkeys([self.model, *self.fallback_models]))
+        """The models this expert may run, in the order they are tried (none for a person)."""
+        return [] if self.human else list(dict.fromkeys([self.model, *self.fallback_models]))
 
     @property
     def slug(self) -> str:
@@ -129,6 +151,15 @@ class Synthesis(_Strict):
     expert: str
     prompt: Text = "Synthesise the team's work into one answer, citing the phase each claim comes from."
     depends_on: list[str] | None = None
+    #: the synthesis is a draft until a person approves it (or sends it back once with a note)
+    approve: bool = False
+
+
+class Final(_Strict):
+    """A board's final summary: ``approve`` makes it a draft until a person approves it (or
+    sends it back once with a note)."""
+
+    approve: bool = False
 
 
 Title = Annotated[str, Field(min_length=1, max_length=300)]
@@ -203,7 +234,8 @@ class _PlanBase(_Strict):
         return v
 
     def _check_experts(self) -> None:
-        """Expert names are unique. Which models exist is decided at submit, against the
+        """Expert names are unique; a person's seat carries no model settings and only a
+        person's seat a deadline. Which models exist is decided at submit, against the
         operator's registry (:mod:`orchestrator.plan.registry`)."""
         seen: dict[str, str] = {}
         for field, e in self.named_experts():
@@ -211,6 +243,23 @@ class _PlanBase(_Strict):
                 raise _FieldError(f"{field}.name",
                                   f"expert name {e.name!r} is used twice (clashes with {seen[e.slug]!r})")
             seen[e.slug] = e.name
+            if e.respond_within is not None and not e.human:
+                raise _FieldError(f"{field}.respond_within", "only a person's seat has a deadline: add human: true "
+                                                             "(a model's clocks are its model's settings)")
+            for name in MODEL_FIELDS:  # a default (a dumped plan's) is no setting
+                if e.human and getattr(e, name) != Expert.model_fields[name].get_default(call_default_factory=True):
+                    raise _FieldError(f"{field}.{name}", f"a person's seat (human: true) runs no model: remove "
+                                                         f"{name}")
+
+    @property
+    def people(self) -> list[Expert]:
+        """The experts whose seats people take."""
+        return [e for e in self.experts if e.human]
+
+    @property
+    def needs_approval(self) -> bool:
+        """The plan's answer is a draft until a person approves it."""
+        return False
 
     def named_experts(self) -> list[tuple[str, Expert]]:
         """Every expert with the field that declares it (``moderator``, ``experts[i]``)."""
@@ -224,6 +273,7 @@ class BoardPlan(_PlanBase):
     missing_expert: Literal["tolerate", "fatal"] = "tolerate"
     stop_when: StopWhen | None = None
     review: Review | None = None
+    final: Final | None = None
 
     def _all_experts(self) -> list[Expert]:
         return [self.moderator, *self.experts]
@@ -231,8 +281,16 @@ class BoardPlan(_PlanBase):
     def named_experts(self) -> list[tuple[str, Expert]]:
         return [("moderator", self.moderator), *super().named_experts()]
 
+    @property
+    def needs_approval(self) -> bool:
+        return self.final is not None and self.final.approve
+
     @model_validator(mode="after")
     def _check(self) -> BoardPlan:
+        if self.moderator.human:
+            raise _FieldError("moderator.human", "the moderator opens, summarises every round and writes the final "
+                                                 "summary: a person cannot take that seat (to have the last word, "
+                                                 "approve the final: final: {approve: true})")
         self._check_experts()
         if self.review is not None and self.answer is None:
             raise _FieldError("review", "a review ranks the experts' answers: declare the plan's answer")
@@ -254,6 +312,10 @@ class TeamPlan(_PlanBase):
     phases: list[TeamPhase] = Field(min_length=1, max_length=200)
     synthesis: Synthesis | None = None  # None: the team ends with its decision (a tallied plan only)
     divergence: Literal["model", "lexical", "off"] = "model"
+
+    @property
+    def needs_approval(self) -> bool:
+        return self.synthesis is not None and self.synthesis.approve
 
     @model_validator(mode="after")
     def _check(self) -> TeamPlan:
@@ -283,6 +345,10 @@ class TeamPlan(_PlanBase):
         else:
             if self.synthesis.expert not in names:
                 raise _FieldError("synthesis.expert", f"unknown expert {self.synthesis.expert!r}")
+            if self.expert(self.synthesis.expert).human:
+                raise _FieldError("synthesis.expert", f"{self.synthesis.expert} is a person: the synthesis (and the "
+                                                      "divergence checks its expert runs) is written by a model; to "
+                                                      "have the last word, approve it: synthesis: {approve: true}")
             for j, dep in enumerate(self.synthesis.depends_on or []):
                 if dep not in ids:
                     raise _FieldError(f"synthesis.depends_on[{j}]", f"unknown dependency {dep!r}")
@@ -414,6 +480,17 @@ def dump_plan(plan: BoardPlan | TeamPlan) -> dict[str, Any]:
         data["briefing"] = [{k: v for k, v in d.items() if v is not None} for d in data["briefing"]]
     else:  # plans without a briefing keep the spec they always had
         del data["briefing"]
+    # plans without people keep the spec they always had
+    for expert in [*data["experts"], *([data["moderator"]] if "moderator" in data else [])]:
+        if not expert["human"]:
+            del expert["human"], expert["respond_within"]
+        else:  # a person's seat stores no model settings (it has none to give)
+            for name in MODEL_FIELDS:
+                del expert[name]
+    if data.get("final", "") is None:
+        del data["final"]
+    if data.get("synthesis") and not data["synthesis"]["approve"]:
+        del data["synthesis"]["approve"]
     return data
 
 

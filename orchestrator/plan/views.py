@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from orchestrator.core.errors import WaitTimeout
+from orchestrator.plan.dag import awaited, needs_approval
 from orchestrator.plan.spending import BudgetView, budget_view
 from storage.phases import EARLY_STOP
 from storage.plans import PlanState
@@ -47,6 +48,11 @@ class PhaseView:
     retries_requested: int
     usage: UsageView
     verdict: dict[str, Any] | None = None  # an expert's verdict, the decision's tally, the chair's answer
+    human: bool = False  # a person's seat: a person answers it, never a model
+    asked_at: str | None = None  # a seat: when it was asked for its answer (awaiting_input since)
+    due_at: str | None = None  # a seat waiting for its answer: when it ends by the plan's missing_expert rule
+    answered_by: dict[str, Any] | None = None  # a seat answered: who (a principal's id and name)
+    asked: str | None = None  # a seat asked: what the person answers (the prompt a model would be given)
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,12 @@ class PlanView:
     warnings: list[str] = field(default_factory=list)  # what weakens the panel (panel_warnings)
     #: the plan's budget, what every call on record spent against it (waste included) and what is left
     budget: BudgetView | None = None
+    #: the people whose answers the plan waits for now: each seat's key, expert, since and due (awaited_of)
+    awaiting: list[dict[str, Any]] = field(default_factory=list)
+    #: a plan whose answer needs approval: the draft, its revision, whether it waits (approval_of)
+    approval: dict[str, Any] | None = None
+    #: the notes people sent to steer the meeting, in order (each with who and when)
+    notes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def done(self) -> int:
@@ -76,7 +88,7 @@ class PlanView:
 
     @property
     def final(self) -> bool:
-        return self.status != PlanStatus.RUNNING
+        return self.status.final
 
     def phase(self, key: str) -> PhaseView:
         return next(p for p in self.phases if p.key == key)
@@ -123,12 +135,44 @@ def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
                           attempt=ph.attempt, depends_on=list(ph.depends_on), truncated=ph.truncated,
                           summary=ph.summary, error_code=ph.error_code, error=ph.error_message,
                           retries_requested=ph.retries_requested, usage=_usage(by_phase.get(ph.id, [])),
-                          verdict=ph.verdict)
+                          verdict=ph.verdict, human=ph.human,
+                          asked_at=ph.started_at.isoformat() if ph.human and ph.started_at else None,
+                          due_at=ph.due_at.isoformat() if ph.due_at and ph.status == PhaseStatus.AWAITING_INPUT
+                          else None, answered_by=(ph.meta.get("answer") or {}).get("by"),
+                          asked=(ph.meta.get("ask") or {}).get("prompt"))
                 for ph in state.phases],
         decision=decision_of(state), early_stop=early_stop_of(state), warnings=panel_warnings(p.spec),
         budget=budget_view(p.spec.get("budget"), sum(r.input_tokens + r.output_tokens for r in usage_rows),
                            _cost(usage_rows)),
+        awaiting=awaited_of(state), approval=approval_of(state), notes=[dict(n) for n in p.notes],
     )
+
+
+def awaited_of(state: PlanState) -> list[dict[str, Any]]:
+    """Who the plan waits for now: each seat asked and not answered, soonest deadline first —
+    its key, the person's seat (expert), since when it waits and when it is due."""
+    return [{"phase": ph.key, "expert": ph.expert, "since": ph.started_at.isoformat() if ph.started_at else None,
+             "due_at": ph.due_at.isoformat() if ph.due_at else None} for ph in awaited(state.phases)]
+
+
+def approval_of(state: PlanState) -> dict[str, Any] | None:
+    """The approval of a plan that asks for one: its draft (the phase written last), whether it
+    is a revision, and ``state`` — ``drafting`` (not written yet), ``awaiting`` (since when),
+    ``approved``, ``cancelled`` or ``failed``; ``sent_back``: the draft that was sent back (its
+    note and who sent it), once. None for a plan that asks for no approval."""
+    if not needs_approval(state.plan.spec):
+        return None
+    terminal = [ph for ph in state.phases if ph.meta.get("terminal")]
+    current = terminal[-1] if terminal else None
+    revised = next((ph for ph in state.phases if ph.meta.get("revision_of")), None)
+    status = state.plan.status
+    what = {PlanStatus.AWAITING_APPROVAL: "awaiting", PlanStatus.COMPLETED: "approved",
+            PlanStatus.RUNNING: "drafting"}.get(status, str(status))
+    return {"state": what, "phase": current.key if current else None, "revision": 1 if revised else 0,
+            "since": state.plan.updated_at.isoformat() if status == PlanStatus.AWAITING_APPROVAL else None,
+            "sent_back": None if revised is None else {"phase": revised.meta.get("revision_of"),
+                                                       "note": revised.meta.get("note"),
+                                                       "by": revised.meta.get("sent_back_by")}}
 
 
 def early_stop_of(state: PlanState) -> dict[str, Any] | None:
@@ -166,7 +210,7 @@ def decision_of(state: PlanState) -> dict[str, Any] | None:
 def panel_warnings(spec: dict[str, Any]) -> list[str]:
     """What weakens a panel's decision, read from its stored spec: every expert on one model
     with the same settings (the research's strongest lever — diverse models — is missing)."""
-    experts = spec.get("experts") or []
+    experts = [e for e in spec.get("experts") or [] if not e.get("human")]  # people run no model
     if spec.get("answer") is None or len(experts) < 2:
         return []
     models = spec.get("models") or {}

@@ -12,9 +12,11 @@ costs more CPU than running them on a local Postgres.
 What the pieces guarantee:
 
 - the claim is ONE conditional UPDATE: the phase is pending (or running with an expired
-  lease), its plan is running and not cancelled, and every direct dependency is complete
-  (final, for a phase that tolerates missing inputs) — so a message that arrives before
-  its inputs, after a cancel, or for a final phase changes nothing;
+  lease), it is no person's seat (a person answers that one: ``storage.seats``), its plan is
+  running and not cancelled, and every direct dependency is complete (final, for a phase that
+  tolerates missing inputs) — so a message that arrives before its inputs, after a cancel,
+  for a final phase or for a seat changes nothing; it returns the plan's steering notes too,
+  read in the same statement (what the phase, starting now, is given);
 - the completing UPDATE is fenced by the attempt;
 - the usage INSERT is idempotent per (phase, attempt, seq);
 - no statement reads a plan's spec or every phase of a plan: inputs are read through the
@@ -24,7 +26,7 @@ What the pieces guarantee:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
@@ -76,13 +78,15 @@ def phase_record(row: Any, prefix: str = "") -> PhaseRecord:
 @dataclass(frozen=True)
 class Claimed:
     """A claim as stored: the phase as it is now (running, its new attempt), the
-    ``phase_started`` event, and its transitive inputs in plan order with the full text
-    of each completed one (phase id -> text)."""
+    ``phase_started`` event, its transitive inputs in plan order with the full text
+    of each completed one (phase id -> text), and the plan's steering notes as the claim
+    read them (those sent before the phase started)."""
 
     phase: PhaseRecord
     event: EventRecord
     inputs: list[PhaseRecord]
     texts: dict[str, str]
+    notes: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,16 @@ class Statements:
 
     # ------------------------------------------------------------ statements, built once
 
+    @staticmethod
+    def human(phase: Any = PHASES) -> ColumnElement[bool]:
+        """The phase is a person's seat (``meta.human``): a person answers it, never a worker."""
+        return func.coalesce(phase.c.meta["human"].as_boolean(), false())
+
+    @staticmethod
+    def plan_notes() -> Any:
+        """The claimed phase's plan's steering notes, read in the claim's own statement."""
+        return select(PLANS.c.notes).where(PLANS.c.id == PHASES.c.plan_id).scalar_subquery().label("plan_notes")
+
     @cached_property
     def claim_update(self) -> Update:
         """The conditional UPDATE that claims a phase (see the module docstring).
@@ -191,14 +205,14 @@ class Statements:
         takeable = or_(PHASES.c.status == PhaseStatus.PENDING,
                        and_(PHASES.c.status == PhaseStatus.RUNNING, PHASES.c.lease_expires_at < now))
         return (update(PHASES)
-                .where(PHASES.c.id == bindparam("phase_id"), takeable, live_plan, self.ready())
+                .where(PHASES.c.id == bindparam("phase_id"), takeable, ~self.human(), live_plan, self.ready())
                 .values(status=PhaseStatus.RUNNING, attempt=PHASES.c.attempt + 1, lease_owner=bindparam("owner"),
                         lease_expires_at=bindparam("expires", type_=PHASES.c.started_at.type), started_at=now,
                         enqueued_at=None))
 
     @cached_property
     def _claim_returning(self) -> Update:
-        return self.claim_update.returning(*[PHASES.c[name] for name in PHASE_FIELDS])
+        return self.claim_update.returning(*[PHASES.c[name] for name in PHASE_FIELDS], self.plan_notes())
 
     @cached_property
     def _progress(self) -> Any:
@@ -277,7 +291,7 @@ class Statements:
         event = self.append(conn, phase.plan_id, event_shapes.phase_started(phase, attempt=phase.attempt, worker=owner,
                                                                         k=k, n=n), now)
         inputs, texts = self.read_inputs(conn, phase.plan_id, phase.inputs)
-        return Claimed(phase, event, inputs, texts)
+        return Claimed(phase, event, inputs, texts, list(row.plan_notes or []))
 
     def read_inputs(self, conn: Executor, plan_id: str,
                     keys: Sequence[str]) -> tuple[list[PhaseRecord], dict[str, str]]:

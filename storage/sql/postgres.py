@@ -116,7 +116,8 @@ class PostgresStatements(Statements):
 
     @cached_property
     def _claim_fold(self) -> tuple[Select[Any], str]:
-        claimed = self.claim_update.returning(*[PHASES.c[name] for name in PHASE_FIELDS]).cte("claimed")
+        claimed = self.claim_update.returning(*[PHASES.c[name] for name in PHASE_FIELDS],
+                                              self.plan_notes()).cte("claimed")
         counts = (select(self.final_count().label("k"), func.count().label("n")).select_from(PHASES)
                   .where(PHASES.c.plan_id == select(claimed.c.plan_id).scalar_subquery()).cte("counts"))
         event = event_shapes.phase_started(_Columns(claimed.c), attempt=sql(claimed.c.attempt),
@@ -130,7 +131,7 @@ class PostgresStatements(Statements):
                    .returning(EVENTS.c.id, EVENTS.c.data).cte("started"))
         inputs = self.inputs_of(claimed.c.plan_id, select(self.json_elements(claimed.c.inputs).c.value)).lateral("inp")
         statement = (select(*[claimed.c[name].label(f"p_{name}") for name in PHASE_FIELDS],
-                            started.c.id.label("event_id"), started.c.data.label("event_data"),
+                            claimed.c.plan_notes, started.c.id.label("event_id"), started.c.data.label("event_data"),
                             *[inputs.c[name] for name in PHASE_FIELDS], inputs.c.text)
                      .select_from(claimed.join(started, true()).outerjoin(inputs, true()))
                      .order_by(inputs.c.position))
@@ -147,7 +148,7 @@ class PostgresStatements(Statements):
         stored = EventRecord(id=first["event_id"], plan_id=phase.plan_id, phase_key=phase.key, type=kind,
                              data=first["event_data"], created_at=now)
         inputs, texts = split_inputs([r for r in rows if r.id is not None])
-        return Claimed(phase, stored, inputs, texts)
+        return Claimed(phase, stored, inputs, texts, list(first["plan_notes"] or []))
 
     @cached_property
     def _settle_fold(self) -> Any:

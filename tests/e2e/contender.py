@@ -28,6 +28,9 @@ class HeldReconciler:
     def prune(self, *, every: float | None = None) -> None:
         return None
 
+    def expire_deadlines(self) -> dict[str, list[str]]:  # people's deadlines: every tick, outside the lock
+        return {}
+
 
 def sweep(url: str, hold: bool) -> str:
     from tasks.housekeeping import Housekeeper

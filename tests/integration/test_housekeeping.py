@@ -22,6 +22,7 @@ class Reconciler:
 
     def __init__(self) -> None:
         self.sweeps = 0
+        self.deadlines = 0  # people's seats past their deadline: ended on every tick, lock or not
         self.hold = threading.Event()
         self.inside = threading.Event()
         self.hold.set()
@@ -34,6 +35,10 @@ class Reconciler:
 
     def prune(self, *, every: float | None = None) -> None:
         return None
+
+    def expire_deadlines(self) -> dict[str, list[str]]:
+        self.deadlines += 1
+        return {}
 
 
 @pytest.fixture()
@@ -58,6 +63,7 @@ def test_one_sweep_at_a_time_and_a_dead_holder_is_taken_over_at_once(two_workers
     inside.start()
     assert rec_a.inside.wait(10)
     assert b.sweep() is False and rec_b.sweeps == 0  # a is sweeping: b skips its tick
+    assert rec_b.deadlines == 1  # ... but not the deadlines: a conditional UPDATE fires each once, no lock needed
     rec_a.hold.set()
     inside.join(10)
     assert swept == [True]

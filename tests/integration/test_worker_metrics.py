@@ -155,10 +155,17 @@ def test_a_prefork_worker_adds_up_its_processes_and_forgets_a_killed_child(clien
     assert not directory.exists()  # a stopped worker's values go with it
 
 
+class DeadlinesOnly:
+    """A coordinator whose only part a skipped sweep reaches: the deadlines, ended on every tick."""
+
+    def expire_deadlines(self) -> dict[str, list[str]]:
+        return {}
+
+
 def test_a_sweep_while_another_process_holds_the_lock_is_counted_skipped(clean_db: str) -> None:
     other, mine = connect(clean_db, pool_size=2), connect(clean_db, pool_size=2)  # two processes' engines
     try:
-        keeper = Housekeeper(mine, None, interval=60, stalled_after=60)  # type: ignore[arg-type]  # never reached
+        keeper = Housekeeper(mine, DeadlinesOnly(), interval=60, stalled_after=60)  # type: ignore[arg-type]
         skipped = REGISTRY.get_sample_value("conclave_reconciler_sweeps_total", {"result": "skipped"}) or 0.0
         with locks.exclusive(other, LOCK, stalled_after=60) as held:
             assert held

@@ -36,6 +36,13 @@ def _built() -> list[NewEvent]:
         event_shapes.resume_requested(retry_failed=False, reset=[], actor=None),
         event_shapes.plan_updated({"title": "t2"}, actor=None),
         event_shapes.plan_finished("completed", error_code=None, error=None),
+        event_shapes.input_requested(phase, attempt=1, role="r", due_at="2026-01-01T00:00:00+00:00",
+                                     respond_within=60, prompt="p", inputs=["opening"]),
+        event_shapes.input_received(phase, attempt=1, actor=None, chars=3),
+        event_shapes.steered(n=1, note="n", actor=None),
+        event_shapes.awaiting_approval(phase="final", revision=0, chars=3, summary="s"),
+        event_shapes.sent_back(phase="final", revision="final.revised", note="n", actor=None),
+        event_shapes.approved(phase="final", revision=0, actor=None),
     ]
 
 
@@ -46,8 +53,8 @@ def test_every_event_type_has_the_documented_keys() -> None:
 
 
 def test_phase_events_name_their_phase_and_plan_events_none() -> None:
-    for event in _built():
-        assert (event.phase_key is not None) == event.type.startswith("phase_"), event.type
+    for event in _built():  # a seat's events are about its phase; an approval's about the plan (data names the draft)
+        assert (event.phase_key is not None) == event.type.startswith(("phase_", "input_")), event.type
 
 
 def test_the_bus_message_of_a_stored_event_is_the_event() -> None:

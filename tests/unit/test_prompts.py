@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import pytest
 
 from orchestrator.gateway.types import ChatRequest
-from orchestrator.plan import prompts
+from orchestrator.plan import human, prompts
 from orchestrator.plan.debates import Verdict, debate_insertion
 from orchestrator.plan.schema import BoardPlan, TeamPlan, load_plan
 from storage.read_models import ChunkRecord, PhaseRecord
@@ -268,6 +268,15 @@ def render_every_phase() -> str:
                 else:  # the same phase with a briefing: its passages follow the instructions
                     passage = ChunkRecord("memo", 1, "Memo", ["Risks"], 0, 9, "Churn is up.", 3)
                     out.append(prompts.with_briefing(req, [passage]).prompt)
+    # a board steered by a note, and its final sent back once for a revision
+    final = next(p for p in board_phases if p.key == "final")
+    revised = record(human.revision(final, "Shorter, please.", {"id": "p1", "name": "Ada"}))
+    steered = [*board_phases, revised]
+    seat = dataclasses.replace(board_phases[1], meta={"human": True})  # a person asked for their turn
+    out.append(prompts.for_a_person(b, seat, request_for(b, board_phases, seat.key)))
+    out.append(prompts.build_request(b, revised, inputs_of(revised, steered),
+                                     {p.id: text_of(p) for p in steered if p.status == "completed"},
+                                     [{"n": 1, "note": "Mind the churn.", "by": {"id": "p1", "name": "Ada"}}]).prompt)
     return "\n".join(out)
 
 

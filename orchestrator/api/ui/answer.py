@@ -15,6 +15,7 @@ from orchestrator.api.ui.html import join
 from orchestrator.api.ui.markdown import render
 from orchestrator.api.ui.snapshot import PlanSnapshot, Text
 from orchestrator.plan.views import PlanView
+from storage.status import PlanStatus
 
 RESULT_NAMES = {"synthesis": "Synthesis", "final_summary": "Final summary"}
 
@@ -23,6 +24,8 @@ def answer_section(snap: PlanSnapshot, result: Text | None) -> Markup:
     view = snap.view
     if result is not None:
         name = RESULT_NAMES.get(result.kind, "Result")
+        if view.status == PlanStatus.AWAITING_APPROVAL:  # written, not yet approved: it has not gone out
+            name += " · draft, awaiting approval"
         body = Markup(
             '<div class="answer-head"><h2>Answer</h2><span class="from">{name} · '
             '<a href="#phase-{key}">{key}</a></span>'

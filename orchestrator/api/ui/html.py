@@ -58,11 +58,13 @@ def page(title: str, body: Markup, *, viewer: Principal | None, auth: bool, scri
 
 
 def error_page(status: int, title: str, message: str, *, viewer: Principal | None, auth: bool,
-               code: str | None = None) -> str:
-    """A page that says what went wrong in words, with the API's stable error code."""
+               code: str | None = None, back: str | None = None) -> str:
+    """A page that says what went wrong in words, with the API's stable error code (``back``:
+    the page to return to, e.g. the plan a form was posted from)."""
+    link = Markup('<a href="{}">Back to the plan</a> · ').format(back) if back else Markup("")
     body = Markup('<section class="error-page"><h1>{title}</h1><p>{message}</p>{code}'
-                  '<p><a href="/ui/">Your plans</a></p></section>').format(
-        title=title, message=message,
+                  '<p>{link}<a href="/ui/">Your plans</a></p></section>').format(
+        title=title, message=message, link=link,
         code=Markup('<p class="code">{status} · <code>{code}</code></p>').format(status=status, code=code)
         if code else Markup(""))
     return page(title, body, viewer=viewer, auth=auth)

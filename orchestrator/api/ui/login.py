@@ -54,6 +54,7 @@ def login_page(*, next_path: str, problem: str | None = None, session_hours: flo
         '<button type="submit">Sign in</button></form>'
         '<p class="hint">Paste a token from <code>conclave tokens create</code> (it needs the '
         '<code>plans:read</code> scope). The browser keeps a session for {hours} hours, never the token; '
-        'the session reads plans only, and ends at once when the token is revoked.</p></section>'
+        'it reads plans, acts only through the page\'s own forms (with <code>plans:write</code>), and ends at '
+        'once when the token is revoked.</p></section>'
     ).format(error=error, next=next_path, hours=f"{session_hours:g}")
     return page("Sign in", body, viewer=None, auth=True)

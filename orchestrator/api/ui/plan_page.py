@@ -30,6 +30,7 @@ from markupsafe import Markup
 from orchestrator.api.ui.answer import answer_section, waiting_line
 from orchestrator.api.ui.html import badge, count, join, moment, page, seconds
 from orchestrator.api.ui.markdown import render
+from orchestrator.api.ui.people_panel import awaits_a_person
 from orchestrator.api.ui.snapshot import PlanSnapshot, Text, Timing
 from orchestrator.plan.spending import BudgetView, dollars
 from orchestrator.plan.views import PhaseView, PlanView, UsageView
@@ -37,7 +38,8 @@ from storage.identity import Principal
 from storage.status import PhaseStatus
 
 
-def plan_page(snap: PlanSnapshot, result: Text | None, *, viewer: Principal | None, auth: bool) -> str:
+def plan_page(snap: PlanSnapshot, result: Text | None, *, viewer: Principal | None, auth: bool,
+              people: Markup | None = None, notice: str | None = None) -> str:
     view = snap.view
     body = Markup(
         '<section id="plan" class="plan" data-plan="{id}" data-after="{after}" data-final="{final}" '
@@ -45,8 +47,8 @@ def plan_page(snap: PlanSnapshot, result: Text | None, *, viewer: Principal | No
         '<div class="plan-head"><h1>{title}</h1>{status}'
         '<span id="live" class="live" hidden>live</span></div>'
         '<p class="plan-id">plan <code>{id}</code></p>'
-        '<p id="notice" class="notice" role="status" hidden></p>'
-        '{answer}'
+        '<p id="notice" class="notice{done}" role="status"{hidden}>{notice}</p>'
+        '{first}{answer}{then}'
         '<section class="meeting"><h2>The meeting</h2>{overview}{graph}</section>'
         '<aside id="document" class="document" hidden aria-label="Briefing document"><header>'
         '<h2 class="doc-title"></h2>'
@@ -55,6 +57,9 @@ def plan_page(snap: PlanSnapshot, result: Text | None, *, viewer: Principal | No
         '</section>'
     ).format(id=view.id, after=snap.last_event_id, final=str(view.final).lower(), terminal=snap.terminal or "",
              title=view.title, status=plan_status(view), answer=answer_section(snap, result),
+             first=people if people is not None and awaits_a_person(view) else Markup(""),
+             then=people if people is not None and not awaits_a_person(view) else Markup(""), notice=notice or "",
+             hidden=Markup("") if notice else Markup(" hidden"), done=" done" if notice else "",
              overview=overview(snap), graph=graph(snap))
     return page(view.title, body, viewer=viewer, auth=auth, script="plan.js")
 
@@ -188,16 +193,21 @@ def card(phase: PhaseView, timing: Timing, *, terminal: bool = False, drawn: lis
         more = Markup('<button type="button" class="more" aria-expanded="false">Read the full text</button>') \
             if phase.status == PhaseStatus.COMPLETED else Markup("")
     title = phase.expert or phase.kind.replace("_", " ")  # its round is in the facts line below
+    if phase.human:  # a person's seat: who answered it, or that it waits for them
+        by = (phase.answered_by or {}).get("name")
+        kind += f" · a person{f' ({by})' if by else ''}"
     return Markup(
-        '<article class="phase status-{status}{terminal}" id="phase-{key}" data-key="{key}" data-kind="{kindname}" '
-        'data-status="{status}" data-attempt="{attempt}" data-deps="{deps}" data-drawn="{drawn}">'
+        '<article class="phase status-{status}{terminal}{human}" id="phase-{key}" data-key="{key}" '
+        'data-kind="{kindname}" data-status="{status}" data-attempt="{attempt}" data-deps="{deps}" '
+        'data-drawn="{drawn}">'
         '<header><span class="who">{title}</span>{badge}</header>'
         '<p class="facts"><a class="key" href="#phase-{key}">{key}</a> · {kind} · '
         '<span class="attempt">attempt {attempt}</span> · '
         '<span class="tokens">{tokens} tokens</span> · {took}'
         '{truncated}</p>{error}{verdict}{check}'
         '<div class="text markdown" data-state="summary">{body}</div>{more}</article>'
-    ).format(status=phase.status, terminal=" terminal" if terminal else "", key=phase.key, kindname=phase.kind,
+    ).format(status=phase.status, terminal=" terminal" if terminal else "", human=" human" if phase.human else "",
+             key=phase.key, kindname=phase.kind,
              attempt=phase.attempt, deps=" ".join(phase.depends_on), drawn=" ".join(drawn or []), title=title,
              badge=badge(phase.status, data_role="status"), kind=kind, tokens=count(phase.usage.total_tokens),
              took=took, truncated=Markup(' · <span class="truncated">truncated</span>') if phase.truncated else "",
@@ -248,6 +258,8 @@ def _took(phase: PhaseView, timing: Timing) -> Markup:
         shown = seconds(max(0.0, (timing.finished_at - timing.started_at).total_seconds()))
     elif timing.started_at and phase.status == PhaseStatus.RUNNING:
         shown, finished = "running", ""
+    elif timing.started_at and phase.status == PhaseStatus.AWAITING_INPUT:  # counted while the person thinks
+        shown, finished = "waiting", ""
     else:
         shown, started, finished = "not started", "", ""
     return Markup('<span class="took" data-started="{s}" data-finished="{f}">{shown}</span>').format(

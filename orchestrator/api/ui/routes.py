@@ -4,6 +4,9 @@
     GET  /ui/list                  the list's table, for its refreshes (the same query)
     GET  /ui/plans/{id}            the live plan page (plan id or task id): the answer first
     GET  /ui/plans/{id}/live       the page's overview and graph, for its refreshes
+    GET  /ui/plans/{id}/people     the page's people panel (who is awaited, approval, steering, forms)
+    POST /ui/plans/{id}/…          the panel's forms: answer, approve, send back, steer, cancel, resume
+                                   (session cookie + the session's form token: ``api/ui/actions.py``)
     GET  /ui/plans/{id}/answer     the page's answer section, once the result is written
     GET  /ui/plans/{id}/phases/{key}/text   a phase's full text, rendered, for its card
     GET  /ui/plans/{id}/result.md  the result's Markdown, as a download
@@ -24,7 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from importlib import resources
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -33,10 +36,12 @@ from starlette.concurrency import run_in_threadpool
 from orchestrator.api import inputs as inp
 from orchestrator.api import session
 from orchestrator.api.auth import Credentials
+from orchestrator.api.ui.actions import actions_router, same_origin
 from orchestrator.api.ui.answer import answer_section
 from orchestrator.api.ui.eval_page import eval_page
 from orchestrator.api.ui.html import SECURITY_HEADERS, error_page
 from orchestrator.api.ui.login import HOME, MAX_FORM, login_page, parse_form, safe_next
+from orchestrator.api.ui.people_panel import DONE, people_section
 from orchestrator.api.ui.plan_list import PAGE_SIZE, listing_page, listing_table
 from orchestrator.api.ui.plan_page import live_fragment, phase_text_fragment, plan_page
 from orchestrator.api.ui.snapshot import PlanSnapshot, Text, read_listing, read_snapshot, read_text
@@ -56,7 +61,7 @@ from orchestrator.core.errors import (
 from orchestrator.core.settings import Settings
 from orchestrator.evaluation.collect import CallerPlans, collect, report_record
 from orchestrator.evaluation.report import build_report
-from storage.identity import READ, Principal
+from storage.identity import READ, WRITE, Principal
 
 log = logging.getLogger("orchestrator.api")
 
@@ -81,16 +86,7 @@ def _reads(request: Request) -> PlanReads:
     return reads
 
 
-def _same_origin(request: Request) -> bool:
-    """A form post from this UI's own pages, not from another site's (sign-in and sign-out
-    are the only posts a browser makes here; the cookie itself is SameSite=Strict). A
-    browser says where a request comes from (``Sec-Fetch-Site``, else ``Origin``); a
-    client that says neither is no browser, and no page can make it post."""
-    fetch_site = request.headers.get("sec-fetch-site")
-    if fetch_site is not None:
-        return fetch_site == "same-origin"
-    origin = request.headers.get("origin")
-    return origin is None or urlsplit(origin).netloc == request.headers.get("host")
+_same_origin = same_origin  # sign-in and sign-out check it too (orchestrator.api.ui.actions)
 
 
 def _slug(title: str) -> str:
@@ -199,13 +195,33 @@ def ui_router(settings: Settings) -> APIRouter:
     async def text(request: Request, plan_id: str, key: str | None, who: Principal | None) -> Text | None:
         return await run_in_threadpool(read_text, _reads(request), inp.plan_ref(plan_id), key, who)
 
+    def form_token(request: Request) -> str:
+        """The session's form token for the page's forms ("" with authentication off: no session)."""
+        cookie = session.read(request.scope)
+        claim = session.decode(cookie) if cookie is not None else None
+        return session.form_token(claim) if claim is not None else ""
+
+    def acting(who: Principal | None) -> bool:
+        return not auth or (who is not None and who.allows(WRITE))
+
     @router.get("/plans/{plan_id}")
     async def plan(plan_id: str, request: Request) -> Response:
         async def build(who: Principal | None) -> Response:
             snap = await snapshot(request, plan_id, who)
-            return _html(plan_page(snap, await text(request, snap.view.id, None, who), viewer=who, auth=auth))
+            done = request.query_params.get("done")
+            people = people_section(snap, can_act=acting(who), csrf=form_token(request))
+            return _html(plan_page(snap, await text(request, snap.view.id, None, who), viewer=who, auth=auth,
+                                   people=people, notice=DONE.get(done or "")))
 
         return await render(request, build)
+
+    @router.get("/plans/{plan_id}/people")
+    async def plan_people(plan_id: str, request: Request) -> Response:
+        async def build(who: Principal | None) -> Response:
+            snap = await snapshot(request, plan_id, who)
+            return _html(str(people_section(snap, can_act=acting(who), csrf=form_token(request))))
+
+        return await render(request, build, fragment=True)
 
     @router.get("/plans/{plan_id}/live")
     async def plan_live(plan_id: str, request: Request) -> Response:
@@ -309,6 +325,8 @@ def ui_router(settings: Settings) -> APIRouter:
         cleared = session.clear_cookie(secure=request.url.scheme == "https")
         return RedirectResponse("/ui/login" if auth else HOME, status_code=303,
                                 headers={**SECURITY_HEADERS, "Set-Cookie": cleared})
+
+    router.include_router(actions_router(settings, credentials))
 
     @router.get("/static/{name}")
     async def static_file(name: str) -> Response:

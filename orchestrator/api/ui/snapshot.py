@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from orchestrator.briefing.documents import CitationView
 from orchestrator.control.reads import PlanReads
@@ -38,6 +39,7 @@ class PlanSnapshot:
     timings: dict[str, Timing]  # by phase key: the current attempt's
     terminal: str | None  # the key of the phase whose text is the plan's result
     last_event_id: int
+    approved_by: dict[str, Any] | None = None  # who approved the draft (the ``approved`` event's actor)
 
     @property
     def levels(self) -> dict[str, int]:
@@ -103,9 +105,14 @@ def read_snapshot(reads: PlanReads, ref: str, principal: Principal | None) -> Pl
     with storage_boundary():
         rows = usage.rows_for_plan(reads.db, plan.id)
     terminal = [p.key for p in state.phases if p.meta.get("terminal")]
-    return PlanSnapshot(view=plan_view(state, rows),
-                        timings={p.key: Timing(p.started_at, p.finished_at) for p in state.phases},
-                        terminal=terminal[-1] if terminal else None, last_event_id=last)
+    view = plan_view(state, rows)
+    approved = None
+    if view.approval is not None and view.approval["state"] == "approved":
+        with storage_boundary():
+            event = outbox.last_of_type(reads.db, plan.id, "approved")
+        approved = (event.data.get("actor") or {"name": "the operator"}) if event else None
+    return PlanSnapshot(view=view, timings={p.key: Timing(p.started_at, p.finished_at) for p in state.phases},
+                        terminal=terminal[-1] if terminal else None, last_event_id=last, approved_by=approved)
 
 
 def read_text(reads: PlanReads, ref: str, key: str | None, principal: Principal | None) -> Text | None:

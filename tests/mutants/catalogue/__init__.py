@@ -26,6 +26,7 @@ from tests.mutants.catalogue import (
     money,
     observability,
     offline,
+    people,
     plans,
     races,
     systematic,
@@ -37,5 +38,5 @@ from tests.mutants.catalogue_types import Mutation
 MUTATIONS: tuple[Mutation, ...] = (
     *plans.MUTATIONS, *fence.MUTATIONS, *flow.MUTATIONS, *tenancy.MUTATIONS, *trust.MUTATIONS, *hotpath.MUTATIONS,
     *briefing.MUTATIONS, *offline.MUTATIONS, *api.MUTATIONS, *fleet.MUTATIONS, *observability.MUTATIONS,
-    *races.MUTATIONS, *systematic.MUTATIONS, *deliberation.MUTATIONS, *money.MUTATIONS,
+    *races.MUTATIONS, *systematic.MUTATIONS, *deliberation.MUTATIONS, *money.MUTATIONS, *people.MUTATIONS,
     *connections.MUTATIONS)

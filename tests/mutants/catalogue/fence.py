@@ -156,8 +156,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="a phase of a cancelled plan is taken over and its model called again"),
     mutation(
         "cancel-reaches-other-plans", "I13", "storage/plans.py",
-        "s.execute(update(Phase).where(Phase.plan_id == plan_id, Phase.status == PhaseStatus.PENDING)",
-        "s.execute(update(Phase).where(Phase.status == PhaseStatus.PENDING)",
+        "s.execute(update(Phase).where(Phase.plan_id == plan_id, waiting)",
+        "s.execute(update(Phase).where(waiting)",
         tests=(f"{CANCEL}::test_cancel_cancels_the_queued_phases_of_that_plan_and_flags_it{PG}",),
         why="cancelling one plan cancels the queued phases of every plan"),
 )

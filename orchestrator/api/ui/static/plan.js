@@ -15,7 +15,11 @@
   const terminal = root.dataset.terminal;
   const STORED = ["plan_submitted", "phase_started", "phase_completed", "phase_failed", "phase_cancelled",
     "phases_skipped", "debate_inserted", "debate_limit_reached", "cancel_requested", "retry_requested",
-    "resume_requested", "plan_updated", "decision_recorded", "rounds_skipped", "plan_finished"];
+    "resume_requested", "plan_updated", "decision_recorded", "rounds_skipped", "plan_finished",
+    "input_requested", "input_received", "steered", "awaiting_approval", "sent_back", "approved"];
+  // events that change who is awaited, the approval or the notes: the people panel is read again
+  const PEOPLE = new Set(["input_requested", "input_received", "steered", "awaiting_approval", "sent_back",
+    "approved", "cancel_requested", "resume_requested", "phases_skipped", "phase_failed", "plan_finished"]);
   const joinedLate = new Set(Array.from(document.querySelectorAll('.phase[data-status="running"]'),
     (card) => card.dataset.key));
   const documents = new Map(); // doc id -> Promise of GET /documents/{doc}
@@ -384,6 +388,36 @@
     for (const card of graph.querySelectorAll(".phase")) sizes.observe(card);
   }
 
+  // ------------------------------------------------------------------ the people panel
+
+  // The server's rendering of who is awaited, the approval, the notes and the forms. What a
+  // person is typing (each text area is named by data-keep) moves into the fresh panel, with
+  // the focus: a refresh never loses an answer being written.
+  let peopleBusy = null;
+  function refreshPeople() {
+    if (peopleBusy) { peopleBusy.then(refreshPeople); return; }
+    peopleBusy = getHTML(`${page}/people`).then((html) => {
+      const fresh = html.getElementById("people");
+      const old = document.getElementById("people");
+      if (!fresh || !old) return;
+      const focused = document.activeElement && document.activeElement.dataset
+        ? document.activeElement.dataset.keep : null;
+      for (const area of old.querySelectorAll("textarea[data-keep]")) {
+        const twin = fresh.querySelector(`textarea[data-keep="${CSS.escape(area.dataset.keep)}"]`);
+        if (twin) twin.value = area.value;
+      }
+      old.replaceWith(fresh);
+      // above the answer while the plan waits for a person, below it otherwise
+      const answer = document.getElementById("answer");
+      const waits = fresh.dataset.waiting !== "0" || fresh.dataset.approval === "awaiting";
+      if (waits) answer.before(fresh); else answer.after(fresh);
+      if (focused) {
+        const again = fresh.querySelector(`textarea[data-keep="${CSS.escape(focused)}"]`);
+        if (again) again.focus();
+      }
+    }).catch(() => {}).finally(() => { peopleBusy = null; });
+  }
+
   // ------------------------------------------------------------------ the event stream
 
   function onStored(e) {
@@ -421,6 +455,16 @@
       case "phases_skipped":
         for (const key of e.data.phases || []) setStatus(byKey(key), "skipped");
         break;
+      case "input_requested":
+        setStatus(card, "awaiting_input");
+        break;
+      case "awaiting_approval":
+        setPlanStatus("awaiting_approval");
+        showAnswer(true);
+        break;
+      case "sent_back":
+        setPlanStatus("running");
+        break;
       case "plan_finished":
         setPlanStatus(e.data.status);
         root.dataset.final = "true";
@@ -431,6 +475,7 @@
       default:
         break;
     }
+    if (PEOPLE.has(e.type)) refreshPeople();
     refreshSoon();
   }
 
