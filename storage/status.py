@@ -7,6 +7,8 @@ plain value).
 - phase: ``pending → running → completed | failed``; ``pending | running → cancelled``;
   ``skipped`` when a dependency failed. Final: completed, failed, cancelled, skipped.
 - plan: ``running → completed | failed | cancelled | budget_exhausted``.
+- webhook delivery: ``pending → delivered | failed`` (``failed``: retried until its horizon
+  and never answered with a 2xx).
 """
 
 from __future__ import annotations
@@ -37,6 +39,18 @@ class PlanStatus(StrEnum):
     @property
     def final(self) -> bool:
         return self in PLAN_FINAL
+
+
+class DeliveryStatus(StrEnum):
+    """A webhook delivery's (:mod:`storage.webhook_outbox`)."""
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+    @property
+    def final(self) -> bool:
+        return self is not DeliveryStatus.PENDING
 
 
 PHASE_FINAL: frozenset[PhaseStatus] = frozenset(
