@@ -1,17 +1,19 @@
 """A real webhook receiver for tests, on 127.0.0.1, that verifies every request with the
 snippet docs/api.md gives receivers ("Verifying a delivery"), run as written.
 
-    receiver = Receiver(secret=lambda: secrets, now=clock.now).start()
+    receiver = Receiver(secrets, now=clock.unix).start()
     receiver.answer = 500             # every request is answered 500 (default 200) …
     receiver.reply = b"…"             # … with this body (default none)
     receiver.hold = True              # requests wait (unanswered) until ``release()`` or stop()
+    receiver.lose = 2                 # the next 2 are acted on, then dropped unanswered (a lost answer)
     receiver.stop()                   # refuses connections from now on (the port is closed) …
     receiver.start()                  # … and serves again, on the same port
     receiver.requests                 # every request: Received(delivery, event, attempt, body, valid, answered)
     receiver.handled                  # delivery id -> body, once per Conclave-Delivery, as the snippet's receive()
 
-``secret`` gives the secrets the receiver accepts (a rotation may add one); ``now`` is the
-receiver's clock in Unix seconds (tests that move the courier's clock move this one too).
+``secrets`` is the list of secrets the receiver accepts (a test adds the one a registration
+returns; a rotation may add another); ``now`` is the receiver's clock in Unix seconds (tests
+that move the courier's clock move this one too; None: the real clock).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def documented_receiver() -> dict[str, Any]:
     ``TOLERANCE``), executed as written."""
     [block] = [b for b in blocks(API_DOC) if b.lang == "python" and "Verifying a delivery" in b.headings]
     namespace: dict[str, Any] = {}
-    exec(compile(block.text, block.where, "exec"), namespace)  # noqa: S102 - the documentation's own code
+    exec(compile(block.text, block.where, "exec"), namespace)  # the documentation's own code, as written
     return namespace
 
 
@@ -71,14 +73,15 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class Receiver:
-    def __init__(self, secret: Callable[[], list[str]], *, now: Callable[[], float] | None = None,
+    def __init__(self, secrets: list[str] | None = None, *, now: Callable[[], float] | None = None,
                  port: int | None = None) -> None:
-        self.secret = secret
+        self.secrets = secrets if secrets is not None else []
         self.now = now
         self.port = port or free_port()
         self.answer = 200
         self.reply = b""  # what an answer's body says (a receiver's words: never stored or logged by Conclave)
         self.hold = False
+        self.lose = 0  # the next N valid requests are acted on, then the connection drops with no answer
         self.requests: list[Received] = []
         self.handled: dict[str, bytes] = {}
         self._doc = documented_receiver()
@@ -114,7 +117,7 @@ class Receiver:
 
     def verify(self, signature: str, body: bytes) -> bool:
         now = None if self.now is None else self.now()
-        return any(self._doc["verify"](s, signature, body, now) for s in self.secret())
+        return any(self._doc["verify"](s, signature, body, now) for s in list(self.secrets))
 
     def on_request(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
         headers = handler.headers
@@ -127,6 +130,12 @@ class Receiver:
             self._released.wait(120)
             self._record(Received(delivery, event, attempt, signature, body, valid, None))
             return  # unanswered: the connection closes
+        if valid and self.lose > 0:  # acted on, but the answer is lost on the way back
+            with self._lock:
+                self.lose -= 1
+                self.handled.setdefault(delivery, body)
+            self._record(Received(delivery, event, attempt, signature, body, valid, None))
+            return
         status = self.answer if valid else 401
         if status == 200:
             with self._lock:

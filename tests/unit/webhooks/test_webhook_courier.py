@@ -84,7 +84,7 @@ class Rig:
 @pytest.fixture()
 def rig(planes: Planes) -> Iterator[Rig]:
     clock, secrets = Clock(), []
-    receiver = Receiver(lambda: secrets, now=clock.unix).start()
+    receiver = Receiver(secrets, now=clock.unix).start()
     settings = planes.settings.model_copy(update={
         "webhook_secret_key": SecretStr(KEY), "webhook_timeout": 2.0,
         "webhook_urls": [f"http://127.0.0.1:{receiver.port}", f"http://localhost:{receiver.port}"]})
