@@ -142,6 +142,8 @@ class Receiver:
                 self.handled.setdefault(delivery, body)  # once per Conclave-Delivery, as the snippet's receive()
         self._record(Received(delivery, event, attempt, signature, body, valid, status))
         handler.send_response(status)
+        if 300 <= status < 400:  # back to itself: a client that followed it would POST again
+            handler.send_header("Location", handler.path)
         handler.send_header("Content-Length", str(len(self.reply)))
         handler.end_headers()
         handler.wfile.write(self.reply)

@@ -172,10 +172,11 @@ class WebhookEndpoints:
         if not timedelta(0) <= previous_for <= MAX_ROTATION_GRACE:
             raise _invalid("previous_secret_valid_for", f"between 0 and {int(MAX_ROTATION_GRACE.total_seconds())} "
                                                         "seconds")
-        until = utcnow() + previous_for if previous_for else None
+        now = utcnow()
         with _boundary():
             record = webhook_outbox.rotate_secret(self.db, check_id(endpoint_id), tenant=reach(principal),
-                                            previous_valid_until=until)
+                                                  previous_valid_until=now + previous_for if previous_for else None,
+                                                  now=now)
         return EndpointSecret(record, endpoint_secret(key, record.id, record.secret_version))
 
     def deliveries(self, endpoint_id: str, *, status: str | None = None, limit: int = 50, before: int | None = None,

@@ -84,8 +84,9 @@ def receivers() -> Iterator[dict[str, Receiver]]:
 
 @pytest.fixture()
 def hooked(settings: Settings, receivers: dict[str, Receiver]) -> Settings:
-    return settings.model_copy(update={"webhook_secret_key": SecretStr(KEY), "webhook_urls": [
-        "https://hooks.example.com", "http://10.0.0.5:8080", *(f"http://127.0.0.1:{r.port}" for r in receivers.values())]})
+    allowed = ["https://hooks.example.com", "http://10.0.0.5:8080", *(f"http://127.0.0.1:{r.port}"
+                                                                      for r in receivers.values())]
+    return settings.model_copy(update={"webhook_secret_key": SecretStr(KEY), "webhook_urls": allowed})
 
 
 @pytest.fixture()

@@ -236,6 +236,7 @@ def test_a_redirect_is_not_followed_and_a_silent_receiver_is_cut_off(rig: Rig) -
     assert courier.deliver_due(now=rig.clock.now) == 1
     [row] = rig.rows()
     assert (row.last_status_code, row.last_error) == (307, "HTTP 307 Temporary Redirect: redirects are not followed")
+    assert len(rig.receiver.requests) == 1  # its Location was not followed
     rig.receiver.hold = True  # it reads the request and never answers
     started = utcnow()
     assert courier.deliver_due(now=rig.clock.at(row.next_attempt_at)) == 1

@@ -17,7 +17,7 @@ from orchestrator.webhooks.sending import send
 
 @pytest.fixture()
 def dripping() -> Iterator[tuple[int, list[float]]]:
-    """A server that reads a request and answers one byte every 0.2 s, forever."""
+    """A server that reads a request and answers one byte every 0.2 s, for 3 s, then hangs up."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(4)
@@ -34,7 +34,7 @@ def dripping() -> Iterator[tuple[int, list[float]]]:
             accepted.append(time.monotonic())
             conn.recv(65536)
             try:
-                for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10_000:
+                for byte in (b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10_000)[:15]:
                     if stop.is_set():
                         break
                     conn.sendall(bytes([byte]))
