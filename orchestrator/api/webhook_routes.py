@@ -42,10 +42,12 @@ class WebhookBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    url: str = Field(description="http(s) URL within the operator's CONCLAVE_WEBHOOK_URLS")
+    url: str = Field(description="http(s) URL within the operator's CONCLAVE_WEBHOOK_URLS",
+                     examples=["https://hooks.example.com/conclave"])
     events: list[str] = Field(description="`input_requested`, `awaiting_approval`, `plan_finished`, or `[\"*\"]` "
-                                          "for every type (types added later included)")
-    description: str | None = Field(None, max_length=MAX_DESCRIPTION)
+                                          "for every type (types added later included)",
+                              examples=[["plan_finished", "awaiting_approval"], ["*"]])
+    description: str | None = Field(None, max_length=MAX_DESCRIPTION, examples=["ops pager"])
 
 
 class RotateBody(BaseModel):
@@ -128,7 +130,9 @@ def webhooks_router() -> APIRouter:
 
     @router.post("/webhooks", operation_id="create_webhook", status_code=201, response_model=WebhookWithSecret,
                  openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                     "schema": WebhookBody.model_json_schema()}}}},
+                     "schema": WebhookBody.model_json_schema(),
+                     "example": {"url": "https://hooks.example.com/conclave", "events": ["plan_finished"],
+                                 "description": "ops pager"}}}}},
                  responses=errors(400, 401, 403, 409, 413, 415, 422, 503))
     async def create_webhook(request: Request, principal: Principal | None = manager) -> JSONResponse:
         """Register an endpoint in the caller's tenant; the answer holds its signing secret, once."""

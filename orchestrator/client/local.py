@@ -36,6 +36,7 @@ from orchestrator.core.errors import NotReady, storage_boundary
 from orchestrator.core.settings import Settings
 from orchestrator.fleet.celery_app import Shared, build_app, share
 from orchestrator.plan.views import PlanView
+from orchestrator.webhooks.courier import Courier
 from orchestrator.webhooks.endpoints import (
     ROTATION_SECONDS,
     EndpointSecret,
@@ -83,6 +84,7 @@ class LocalBackend:
         self._shared = Shared(settings, self.db, bus, self.coordinator)
         share(self.app, self._shared)
         self._embedded: Any = None
+        self._courier: Courier | None = None
         if settings.embedded and worker:
             self._start_embedded()
 
@@ -92,6 +94,9 @@ class LocalBackend:
         self._embedded = EmbeddedWorker(self.app, self.coordinator, concurrency=self.settings.concurrency,
                                         reconcile_every=self.settings.reconcile_interval)
         self._embedded.start()
+        if self.settings.webhook_key is not None:  # this process is the worker: it delivers webhooks too
+            self._courier = Courier(self.db, self.settings)
+            self._courier.start()
 
     def __repr__(self) -> str:
         return f"LocalBackend({'embedded' if self.settings.embedded else 'cluster'}" + (
@@ -218,6 +223,9 @@ class LocalBackend:
                                         principal=self.principal)
 
     def close(self) -> None:
+        if self._courier is not None:
+            self._courier.stop()
+            self._courier = None
         if self._embedded is not None:
             self._embedded.stop()
             self._embedded = None

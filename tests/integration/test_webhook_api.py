@@ -232,3 +232,32 @@ def test_the_secret_is_shown_once_and_is_in_no_row_no_other_answer_and_no_log_li
         assert value not in rows
         assert value not in logged
         assert all(value not in a.text for a in answers)
+
+
+def test_the_python_client_makes_the_same_calls_over_http_as_on_the_database(api: Api) -> None:
+    from orchestrator.client.conclave import Conclave
+    from orchestrator.core.errors import InvalidWebhook, WebhookNotFound
+
+    remote = Conclave.connect("http://conclave.test", token=api.tokens["acme"], transport=api.http._transport)
+    local = Conclave(backend=api.local)
+    try:
+        made = remote.create_webhook(api.receivers["acme"].url, ["plan_finished"], description="from the client")
+        assert made.secret.startswith("whsec_") and made.endpoint.tenant == "acme"
+        assert remote.get_webhook(made.endpoint.id) == local.get_webhook(made.endpoint.id) == made.endpoint
+        assert remote.list_webhooks() == [made.endpoint]
+        api.receivers["acme"].secrets.append(made.secret)
+        plan_id = api.finished_plan("acme")
+        Courier(api.local.db, api.local.settings).deliver_due()
+        over_http, on_db = remote.webhook_deliveries(made.endpoint.id), local.webhook_deliveries(made.endpoint.id)
+        assert over_http == on_db and [d.plan_id for d in on_db.deliveries] == [plan_id]
+        assert on_db.deliveries[0].status == "delivered" and on_db.next_cursor is None
+        rotated = remote.rotate_webhook_secret(made.endpoint.id, previous_valid_for=0)
+        assert rotated.secret != made.secret and rotated.endpoint.previous_valid_until is None
+        with pytest.raises(InvalidWebhook) as wrong:
+            remote.create_webhook("http://169.254.169.254/", ["plan_finished"])
+        assert wrong.value.details[0]["field"] == "url"
+        remote.delete_webhook(made.endpoint.id)
+        with pytest.raises(WebhookNotFound):
+            local.get_webhook(made.endpoint.id)
+    finally:
+        remote.close()

@@ -276,3 +276,25 @@ def test_what_a_receiver_says_is_never_stored(rig: Rig) -> None:
     with rig.planes.db.transaction() as s:
         stored = json.dumps([[str(v) for v in r] for r in s.execute(select(WebhookDelivery)).all()])
     assert "Quartermaster" not in stored and "sk-receiver" not in stored
+
+
+def test_embedded_the_process_that_runs_the_plan_delivers_its_webhooks(tmp_path: Any) -> None:
+    from orchestrator.client.conclave import Conclave
+
+    receiver = Receiver().start()
+    try:
+        settings = Settings(home=tmp_path / "home", offline_latency=0.0, reconcile_interval=0.5,
+                            webhook_secret_key=SecretStr(KEY), webhook_interval=0.1,
+                            webhook_urls=[f"http://127.0.0.1:{receiver.port}"])
+        with Conclave(settings) as conclave:
+            made = conclave.create_webhook(receiver.url, ["plan_finished"])
+            receiver.secrets.append(made.secret)
+            plan_id = conclave.submit(SMALL_BOARD)
+            assert conclave.wait(plan_id, timeout=60).status == "completed"
+            deadline = utcnow() + timedelta(seconds=10)
+            while not receiver.requests and utcnow() < deadline:
+                receiver.arrived.wait(0.1)
+            [got] = receiver.requests
+            assert got.valid and got.json()["plan_id"] == plan_id and got.answered == 200
+    finally:
+        receiver.stop()
