@@ -298,3 +298,23 @@ def test_embedded_the_process_that_runs_the_plan_delivers_its_webhooks(tmp_path:
             assert got.valid and got.json()["plan_id"] == plan_id and got.answered == 200
     finally:
         receiver.stop()
+
+
+def test_the_api_counts_pending_deliveries_and_those_no_courier_took(rig: Rig) -> None:
+    from orchestrator.api.ops import scrape
+    from tests.unit.test_metrics import samples
+
+    def gauges() -> tuple[float, float]:
+        got = samples(scrape(rig.planes.db).decode())
+        return got[("conclave_webhook_deliveries_pending", ())], got[("conclave_webhook_deliveries_overdue", ())]
+
+    rig.register()
+    rig.finish_a_plan()
+    rig.finish_a_plan()
+    assert gauges() == (2, 0)  # due just now
+    with rig.planes.db.transaction() as s:  # … and then for two minutes, with no courier running
+        for row in s.scalars(select(WebhookDelivery)):
+            row.next_attempt_at = utcnow() - timedelta(minutes=2)
+    assert gauges() == (2, 2)
+    rig.courier().deliver_due()
+    assert gauges() == (0, 0)
