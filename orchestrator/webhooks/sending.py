@@ -16,10 +16,13 @@ shut when that passes — so a courier holds a delivery no longer than its lease
 What came of it (:class:`Sent`): delivered on a 2xx; otherwise the status code and a reason
 made of safe parts only — the standard phrase of the status, the kind of transport error,
 the egress refusal. The receiver's body is never read: nothing it says is stored or logged.
+Nor is httpx's own line about the request (it holds the URL, whose path may be a
+credential, and the reason phrase the receiver chose): it is dropped while a delivery is sent.
 """
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 from dataclasses import dataclass
@@ -32,6 +35,17 @@ from orchestrator.gateway.egress import EgressPolicy, Resolver
 from orchestrator.gateway.failures import EgressRefused, ProviderUnavailable
 
 CONNECT_AT_MOST = 5.0
+_sending = threading.local()
+
+
+class _QuietWhileSending(logging.Filter):
+    """Drops httpx's request lines on a thread that is sending a delivery."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_sending, "active", False)
+
+
+logging.getLogger("httpx").addFilter(_QuietWhileSending())
 
 
 @dataclass(frozen=True)
@@ -95,6 +109,7 @@ def send(policy: EgressPolicy, url: str, payload: bytes, headers: dict[str, str]
         return Sent(False, None, exc.message)
     deadline = _Deadline(timeout)
     limits = httpx.Timeout(timeout, connect=min(timeout, CONNECT_AT_MOST))
+    _sending.active = True
     try:
         with httpx.Client(follow_redirects=False, trust_env=False, timeout=limits) as client, deadline:
             request = client.build_request("POST", pinned.url, content=payload, headers={**headers, **pinned.headers},
@@ -105,6 +120,8 @@ def send(policy: EgressPolicy, url: str, payload: bytes, headers: dict[str, str]
         if deadline.expired or isinstance(exc, httpx.TimeoutException):
             return Sent(False, None, f"no answer within {timeout:g} s ({type(exc).__name__})")
         return Sent(False, None, f"{type(exc).__name__}: {_first_line(exc)}")
+    finally:
+        _sending.active = False
     status = response.status_code
     if 200 <= status < 300:
         return Sent(True, status)

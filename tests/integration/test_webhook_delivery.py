@@ -175,7 +175,7 @@ def test_a_worker_killed_mid_delivery_leaves_it_to_another_worker(
     [held] = rows(db)
     assert (held.status, held.attempts) == ("pending", 1)  # leased to the dead worker, not lost
     assert held.next_attempt_at > utcnow()
-    workers()
+    second = workers()
     wait_for(lambda: rows(db)[0].status == "delivered", 60, interval=0.2, what="the second worker's delivery")
     [row] = rows(db)
     assert row.attempts == 2 and row.last_status_code == 200 and row.plan_id == plan_id
@@ -183,6 +183,10 @@ def test_a_worker_killed_mid_delivery_leaves_it_to_another_worker(
     assert (unanswered.answered, answered.answered) == (None, 200) and unanswered.valid and answered.valid
     assert unanswered.delivery == answered.delivery == row.id and unanswered.body == answered.body
     assert (unanswered.attempt, answered.attempt) == (1, 2)
+    assert f"webhook delivery {row.id} (plan_finished)" in second.log()  # what it did, by id …
+    for log in (first.log(), second.log()):  # … and never a secret, the key, or the receiver's URL
+        assert receiver.secrets[0] not in log and KEY not in log and "whsec_" not in log
+        assert "/hooks/conclave" not in log and "HTTP/1.0 200 OK" not in log  # not even httpx's request line
 
 
 def test_couriers_on_several_connections_never_take_the_same_delivery(

@@ -144,8 +144,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "webhook-reads-the-receivers-answer", "I76", "orchestrator/webhooks/sending.py",
         (Edit("            response.close()  # the body is never read\n", "            response.read()\n"),
          Edit("    return Sent(False, status, said)\n", "    return Sent(False, status, response.text or said)\n")),
-        tests=(f"{COURIER}::test_what_a_receiver_says_is_never_stored",),
+        tests=(f"{COURIER}::test_what_a_receiver_says_is_never_stored_nor_logged",),
         why="what a receiver answers is stored and shown to whoever reads the deliveries"),
+    mutation(
+        "webhook-request-line-logged", "I76", "orchestrator/webhooks/sending.py",
+        "    _sending.active = True\n",
+        "",
+        tests=(f"{COURIER}::test_what_a_receiver_says_is_never_stored_nor_logged",),
+        why="httpx's line about each delivery logs the endpoint's URL (its path may be a credential) and the "
+            "reason phrase the receiver chose"),
     mutation(
         "webhook-endpoint-of-any-tenant", "I76", "storage/webhook_outbox.py",
         "    return q if tenant is None else q.where(WebhookEndpoint.tenant == tenant)\n",

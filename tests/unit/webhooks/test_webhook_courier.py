@@ -11,6 +11,7 @@ answers with is never stored."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -266,13 +267,16 @@ def test_after_a_rotation_both_secrets_sign_until_the_previous_one_expires(rig: 
     assert rig.receiver.requests[-1].answered == 401 and not rig.receiver.requests[-1].valid
 
 
-def test_what_a_receiver_says_is_never_stored(rig: Rig) -> None:
+def test_what_a_receiver_says_is_never_stored_nor_logged(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
     rig.register()
     rig.finish_a_plan()
     rig.receiver.answer, rig.receiver.reply = 400, LEAK
-    rig.courier().deliver_due(now=rig.clock.now)
+    with caplog.at_level(logging.DEBUG):
+        rig.courier().deliver_due(now=rig.clock.now)
     [row] = rig.rows()
     assert row.last_error == "HTTP 400 Bad Request"
+    assert f"webhook delivery {row.id}" in caplog.text and "HTTP 400 Bad Request" in caplog.text
+    assert "Quartermaster" not in caplog.text and "/hooks/conclave" not in caplog.text  # nor the URL's path
     with rig.planes.db.transaction() as s:
         stored = json.dumps([[str(v) for v in r] for r in s.execute(select(WebhookDelivery)).all()])
     assert "Quartermaster" not in stored and "sk-receiver" not in stored
