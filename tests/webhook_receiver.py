@@ -80,6 +80,7 @@ class Receiver:
         self.port = port or free_port()
         self.answer = 200
         self.reply = b""  # what an answer's body says (a receiver's words: never stored or logged by Conclave)
+        self.reply_headers: dict[str, str] = {}  # … and headers it adds
         self.hold = False
         self.lose = 0  # the next N valid requests are acted on, then the connection drops with no answer
         self.requests: list[Received] = []
@@ -144,6 +145,8 @@ class Receiver:
         handler.send_response(status)
         if 300 <= status < 400:  # back to itself: a client that followed it would POST again
             handler.send_header("Location", handler.path)
+        for name, value in self.reply_headers.items():
+            handler.send_header(name, value)
         handler.send_header("Content-Length", str(len(self.reply)))
         handler.end_headers()
         handler.wfile.write(self.reply)

@@ -16,8 +16,9 @@ shut when that passes — so a courier holds a delivery no longer than its lease
 What came of it (:class:`Sent`): delivered on a 2xx; otherwise the status code and a reason
 made of safe parts only — the standard phrase of the status, the kind of transport error,
 the egress refusal. The receiver's body is never read: nothing it says is stored or logged.
-Nor is httpx's own line about the request (it holds the URL, whose path may be a
-credential, and the reason phrase the receiver chose): it is dropped while a delivery is sent.
+Nor are httpx's and httpcore's own lines about the request (the URL, whose path may be a
+credential; at DEBUG the receiver's status line and headers): they are dropped while a
+delivery is sent.
 """
 
 from __future__ import annotations
@@ -39,13 +40,15 @@ _sending = threading.local()
 
 
 class _QuietWhileSending(logging.Filter):
-    """Drops httpx's request lines on a thread that is sending a delivery."""
+    """Drops httpx's and httpcore's lines (the request line; at DEBUG the receiver's status
+    line and headers) on a thread that is sending a delivery."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not getattr(_sending, "active", False)
 
 
-logging.getLogger("httpx").addFilter(_QuietWhileSending())
+for _name in ("httpx", "httpcore.connection", "httpcore.http11", "httpcore.http2"):
+    logging.getLogger(_name).addFilter(_QuietWhileSending())  # a filter, not a handler: entry points keep those
 
 
 @dataclass(frozen=True)

@@ -271,6 +271,7 @@ def test_what_a_receiver_says_is_never_stored_nor_logged(rig: Rig, caplog: pytes
     rig.register()
     rig.finish_a_plan()
     rig.receiver.answer, rig.receiver.reply = 400, LEAK
+    rig.receiver.reply_headers = {"X-Receiver-Says": LEAK.decode()}
     with caplog.at_level(logging.DEBUG):
         rig.courier().deliver_due(now=rig.clock.now)
     [row] = rig.rows()
