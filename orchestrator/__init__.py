@@ -7,6 +7,7 @@ those below it, and :mod:`storage`; ``tests/unit/test_layers.py`` enforces it):
     plan       the plan model and its compilation: schema, expansion, canvas, prompts, debates
     logs, metrics, tracing   what a process tells its operator
     control    the coordinator (commands and reads) and the dispatcher
+    webhooks   signed webhooks: endpoints, signing, the backoff schedule, the courier
     fleet      the Celery app, embedded mode, health, Flower
     client     the one client, over a local or an HTTP backend
     api        the HTTP API and the plan page

@@ -4,6 +4,8 @@ A *principal* is a token's holder: an id, a name, a tenant and scopes from a fix
 
     plans:read    read plans, their results and events
     plans:write   submit, resume, cancel, patch plans
+    webhooks      register, list, rotate and delete the tenant's webhook endpoints, and read
+                  their deliveries
     admin         everything above in every tenant, and /metrics
 
 Scopes are independent (``plans:write`` does not imply ``plans:read``) except ``admin``,
@@ -32,8 +34,9 @@ from typing import Any
 
 READ = "plans:read"
 WRITE = "plans:write"
+WEBHOOKS = "webhooks"
 ADMIN = "admin"
-SCOPES = (READ, WRITE, ADMIN)
+SCOPES = (READ, WRITE, WEBHOOKS, ADMIN)
 
 DEFAULT_TENANT = "default"
 TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")

@@ -27,7 +27,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from storage.identity import DEFAULT_TENANT
-from storage.status import PhaseStatus, PlanStatus
+from storage.status import DeliveryStatus, PhaseStatus, PlanStatus
 
 
 def utcnow() -> datetime:
@@ -300,6 +300,58 @@ class FleetState(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ref: Mapped[str | None] = mapped_column(String(64))
+
+
+class WebhookEndpoint(Base):
+    """A tenant's webhook receiver (:mod:`storage.webhook_outbox`): where its plans' events of the
+    types in ``events`` are POSTed, signed. No secret is stored: the signing secret is derived
+    from the operator's key, the id and ``secret_version`` wherever it is needed."""
+
+    __tablename__ = "webhook_endpoints"
+    __table_args__ = (Index("ix_webhook_endpoints_tenant_created_at", "tenant", "created_at", "id"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    url: Mapped[str] = mapped_column(String(2000))
+    events: Mapped[list[str]] = mapped_column(JSON)  # event types, or ["*"]: every deliverable type
+    description: Mapped[str | None] = mapped_column(String(200))
+    secret_version: Mapped[int] = mapped_column(Integer, default=1)  # bumped by a rotation
+    previous_valid_until: Mapped[datetime | None] = mapped_column(UTCDateTime)  # the old secret signs too until
+    created_by: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))  # {id, name}, never a token
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    rotated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class WebhookDelivery(Base):
+    """The webhook outbox: one row per (endpoint, event), written by the transaction that
+    stores the event (migration 0013's trigger on ``events``), with a copy of what the event
+    said, so trimming events never loses a delivery. ``next_attempt_at`` is when a courier
+    may take it next — also the lease of the courier that holds it (:mod:`storage.webhook_outbox`)."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        UniqueConstraint("endpoint_id", "event_id", name="uq_webhook_deliveries_endpoint_event"),
+        Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)  # what Conclave-Delivery says
+    endpoint_id: Mapped[str] = mapped_column(ForeignKey("webhook_endpoints.id", ondelete="CASCADE"))
+    tenant: Mapped[str] = mapped_column(String(64))
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), index=True)
+    task_id: Mapped[str | None] = mapped_column(String(200))
+    event_id: Mapped[int] = mapped_column(BigId)
+    event_type: Mapped[str] = mapped_column(String(40))
+    phase_key: Mapped[str | None] = mapped_column(String(120))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    occurred_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    status: Mapped[str] = mapped_column(String(12), default=DeliveryStatus.PENDING)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # None once final
+    last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_status_code: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(String(300))  # our words, never the receiver's body
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 SEARCH_TABLE_PREFIX = "chunks_fts"  # SQLite FTS5 table and its shadow tables

@@ -10,8 +10,9 @@ transaction, so a worker killed mid-pass leaves every plan either whole or gone:
 2. **Newly finished plans** lose every event past the per-plan cap (the newest are kept)
    and those older than ``older_than``, and their transient rows (resume guards, enqueue
    marks) are cleared — once, when the plan has been finished ``GRACE``.
-3. **Plans that finished before ``older_than``** lose their remaining events: a finished
-   plan's events are kept for ``CONCLAVE_RETENTION_DAYS`` after it finished.
+3. **Plans that finished before ``older_than``** lose their remaining events, and their
+   webhook deliveries that are final (delivered or failed): a finished plan's events are kept
+   for ``CONCLAVE_RETENTION_DAYS`` after it finished. A pending delivery stays until it ends.
 
 Results, contents and usage are otherwise kept: they are the record.
 
@@ -45,9 +46,10 @@ from storage.models import (
     Phase,
     Plan,
     UsageRow,
+    WebhookDelivery,
     utcnow,
 )
-from storage.status import PLAN_FINAL
+from storage.status import PLAN_FINAL, DeliveryStatus
 
 #: How long a plan has been finished before step 2 trims it. The watermark moves by
 #: ``finished_at``, stamped before its transaction commits: a finish that commits later than
@@ -61,7 +63,7 @@ AGED = "retention.aged"  # fleet_state: watermark of step 3
 
 #: Every table with a ``plan_id``, children before parents (chunks before documents,
 #: contents and usage before phases): a batch deletes in this order, never relying on cascades.
-BELONGS_TO_PLAN = (Chunk, Document, UsageRow, Content, Event, Phase)
+BELONGS_TO_PLAN = (WebhookDelivery, Chunk, Document, UsageRow, Content, Event, Phase)
 
 
 @dataclass
@@ -148,6 +150,10 @@ def _walk(db: Database, mark_name: str, until: datetime, n: int, done: Pruned, *
         res = s.execute(delete(Event).where(Event.plan_id.in_(final), old)
                         .execution_options(synchronize_session=False))
         done.events += res.rowcount or 0  # type: ignore[attr-defined]
+        if cap is None:  # step 3: the record of what was sent goes with the events it reported
+            s.execute(delete(WebhookDelivery).where(WebhookDelivery.plan_id.in_(final),
+                                                    WebhookDelivery.status != DeliveryStatus.PENDING)
+                      .execution_options(synchronize_session=False))
         if cap is not None:
             ranked = (select(Event.id, func.row_number().over(partition_by=Event.plan_id, order_by=Event.id.desc())
                              .label("newest")).where(Event.plan_id.in_(final)).subquery())

@@ -12,6 +12,8 @@ plain value).
 - plan: ``running → completed | failed | cancelled | budget_exhausted``; a plan whose answer
   needs a person's approval ``running → awaiting_approval`` once its draft is written, then
   ``→ completed`` (approved), ``→ running`` (sent back once, for a revision) or ``→ cancelled``.
+- webhook delivery: ``pending → delivered | failed`` (``failed``: retried until its horizon
+  and never answered with a 2xx).
 """
 
 from __future__ import annotations
@@ -44,6 +46,18 @@ class PlanStatus(StrEnum):
     @property
     def final(self) -> bool:
         return self in PLAN_FINAL
+
+
+class DeliveryStatus(StrEnum):
+    """A webhook delivery's (:mod:`storage.webhook_outbox`)."""
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+    @property
+    def final(self) -> bool:
+        return self is not DeliveryStatus.PENDING
 
 
 PHASE_FINAL: frozenset[PhaseStatus] = frozenset(

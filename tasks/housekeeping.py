@@ -21,6 +21,11 @@ lock and survives any worker's death.
 ``conclave beat`` stays optional and harmless beside it: its ``conclave.reconcile`` task
 sweeps through the same lock. The worker starts its housekeeper when it is ready
 (:func:`tasks.runtime.start_housekeeping`).
+
+Beside the sweeps, a housekeeper with a webhook courier (a worker with
+``CONCLAVE_WEBHOOK_SECRET_KEY``) delivers webhooks on its own thread — not under the lock:
+every worker's courier takes its own share of the outbox with ``FOR UPDATE SKIP LOCKED``
+(:mod:`orchestrator.webhooks.courier`), and a slow receiver never delays a sweep.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import threading
 
 from orchestrator.control.coordinator import Coordinator
 from orchestrator.metrics import recorder
+from orchestrator.webhooks.courier import Courier
 from storage import Database, locks
 
 log = logging.getLogger(__name__)
@@ -40,8 +46,9 @@ PRUNE_EVERY = 3600.0
 
 class Housekeeper:
     def __init__(self, db: Database, coordinator: Coordinator, *, interval: float, stalled_after: float,
-                 prune_every: float = PRUNE_EVERY) -> None:
+                 prune_every: float = PRUNE_EVERY, courier: Courier | None = None) -> None:
         self.db = db
+        self.courier = courier  # None: this worker delivers no webhooks (it has no key to sign with)
         self.coordinator = coordinator
         self.interval = interval
         self.stalled_after = stalled_after  # a holder stopped this long loses the lock
@@ -71,6 +78,8 @@ class Housekeeper:
             return
         self._thread = threading.Thread(target=self._run, name="conclave-housekeeper", daemon=True)
         self._thread.start()
+        if self.courier is not None:
+            self.courier.start()
 
     def _run(self) -> None:
         while True:
@@ -84,5 +93,7 @@ class Housekeeper:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        if self.courier is not None:
+            self.courier.stop(timeout)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)

@@ -35,6 +35,7 @@ from orchestrator.core.settings import Settings
 from orchestrator.fleet.celery_app import shared
 from orchestrator.gateway.model_gateway import default_providers
 from orchestrator.metrics import exporter, processes
+from orchestrator.webhooks.courier import Courier
 from storage import Database
 from tasks.housekeeping import Housekeeper
 from tasks.lease import LeaseKeeper
@@ -86,9 +87,11 @@ def build_runtime(settings: Settings, app: Celery, *, db: Database | None = None
     coordinator = coordinator or Coordinator(db, settings, CeleryDispatcher(app), bus)
     runner = PhaseRunner(db, settings, bus, default_providers(testing=settings.testing))
     worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    courier = Courier(db, settings) if settings.webhook_key is not None else None  # no key: it could sign nothing
     runtime = Runtime(settings, db, coordinator, runner, LeaseKeeper(runner.renew, settings.heartbeat_seconds),
                       Housekeeper(db, coordinator, interval=settings.reconcile_interval,
-                                  stalled_after=max(2 * settings.lease_seconds, 3 * settings.reconcile_interval)),
+                                  stalled_after=max(2 * settings.lease_seconds, 3 * settings.reconcile_interval),
+                                  courier=courier),
                       worker_id, owns_db, owns_bus)
     runtime.stop_calls_on_shutdown()
     return runtime
@@ -158,6 +161,9 @@ def start_housekeeping(sender: Any = None, **_: Any) -> None:
     rt.housekeeper.start()
     log.info("reconciling every %ss under the fleet-wide lock", rt.settings.reconcile_interval,
              extra={"action": "reconcile.started"})
+    if rt.housekeeper.courier is not None:
+        log.info("delivering webhooks (every %ss, %d at once)", rt.settings.webhook_interval,
+                 rt.settings.webhook_concurrency, extra={"action": "webhook.started"})
 
 
 @signals.worker_init.connect(weak=False, dispatch_uid="conclave.runtime.metrics.prepare")

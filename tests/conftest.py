@@ -142,7 +142,8 @@ def clean_db(pg_url: str) -> str:
 
     engine = create_engine(pg_url)
     with engine.begin() as c:
-        c.execute(text("TRUNCATE plans, phases, contents, usage, reservations, events, principals, fleet_state, evals "
+        c.execute(text("TRUNCATE plans, phases, contents, usage, reservations, events, principals, fleet_state, evals, "
+                       "webhook_endpoints, webhook_deliveries "
                        "RESTART IDENTITY CASCADE"))
     engine.dispose()
     return pg_url

@@ -4,9 +4,10 @@ It owns a :class:`~orchestrator.client.local.LocalBackend` (the coordinator and 
 for its lifetime (built at startup, closed at shutdown) unless one is given, installs the JSON error
 handlers (:mod:`orchestrator.api.error_responses`), the principal check
 (:mod:`orchestrator.api.auth`), the routes (:mod:`orchestrator.api.plan_routes`,
-:mod:`orchestrator.api.eval_routes`, :mod:`orchestrator.api.ops`, the plan page :mod:`orchestrator.api.ui`) and the
-published contract at ``/openapi.json`` (:mod:`orchestrator.api.schemas`) with its pages ``/docs`` and
-``/redoc``, served from vendored assets (:mod:`orchestrator.api.docs_pages`).
+:mod:`orchestrator.api.eval_routes`, :mod:`orchestrator.api.webhook_routes`, :mod:`orchestrator.api.ops`,
+the plan page :mod:`orchestrator.api.ui`) and the published contract at ``/openapi.json``
+(:mod:`orchestrator.api.schemas`) with its pages ``/docs`` and ``/redoc``, served from vendored
+assets (:mod:`orchestrator.api.docs_pages`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from orchestrator.api.people_routes import people_router
 from orchestrator.api.plan_routes import plans_router
 from orchestrator.api.schemas import install_openapi
 from orchestrator.api.ui import ui_router
+from orchestrator.api.webhook_routes import webhooks_router
 from orchestrator.client.local import LocalBackend
 from orchestrator.core.settings import Settings
 from orchestrator.core.version import __version__
@@ -78,6 +80,7 @@ def create_app(settings: Settings, *, local: LocalBackend | None = None) -> Fast
     app.include_router(plans_router(settings))
     app.include_router(people_router())
     app.include_router(evals_router())
+    app.include_router(webhooks_router())
     app.include_router(ops_router)
     app.include_router(ui_router(settings))
     return app

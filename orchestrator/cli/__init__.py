@@ -8,6 +8,7 @@ One command family per module:
     info.py            info: which Conclave this shell talks to
     fleet_commands.py  worker, beat, api, flower, health, db
     token_commands.py  tokens create / list / revoke
+    webhook_commands.py  webhooks create / list / delete / rotate / deliveries
     common.py          settings, errors and exit codes, the client, --url/--token/--tenant, the banner
 
 Exit codes: 0 completed, 1 failed (or any other error), 2 invalid input (the message names
@@ -29,6 +30,7 @@ from orchestrator.cli import fleet_commands as fleet
 from orchestrator.cli import people_commands as people
 from orchestrator.cli import plan_commands as plans
 from orchestrator.cli import token_commands as tokens
+from orchestrator.cli import webhook_commands as hooks
 from orchestrator.core.version import __version__
 from orchestrator.logs import configure
 
@@ -42,7 +44,7 @@ def cli() -> None:
 for command in (running.run, plans.submit, plans.list_plans, plans.status, running.watch, plans.result,
                 running.resume, plans.cancel, people.answer, people.approve, people.send_back, people.steer,
                 info.info, fleet.worker, fleet.beat, fleet.api, fleet.flower,
-                fleet.health, fleet.db, tokens.tokens):
+                fleet.health, fleet.db, tokens.tokens, hooks.webhooks):
     cli.add_command(command)
 
 

@@ -30,8 +30,10 @@ from orchestrator.core.errors import (
     InvalidEval,
     InvalidPlan,
     InvalidRequest,
+    InvalidWebhook,
     PlanNotFound,
     Unauthorized,
+    WebhookNotFound,
 )
 from orchestrator.core.settings import Settings, settings_errors
 from orchestrator.plan.views import PlanView
@@ -44,7 +46,7 @@ INTERRUPTED = 130
 err = Console(stderr=True, soft_wrap=True)
 #: Errors of what the user gave (a plan, an id, a setting, a token): exit 2.
 INPUT_ERRORS = (InvalidPlan, PlanNotFound, AmbiguousPlan, InvalidConfiguration, InvalidRequest, Unauthorized,
-                Forbidden, InvalidEval, EvalNotFound, EvalConflict)
+                Forbidden, InvalidEval, EvalNotFound, EvalConflict, InvalidWebhook, WebhookNotFound)
 
 
 def settings() -> Settings:

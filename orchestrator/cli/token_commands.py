@@ -18,7 +18,7 @@ from orchestrator.core.settings import Settings
 
 @click.group()
 def tokens() -> None:
-    """API tokens: principals with a tenant and scopes (plans:read, plans:write, admin).
+    """API tokens: principals with a tenant and scopes (plans:read, plans:write, webhooks, admin).
 
     A token is printed once, when it is created; only its hash is stored. Create a new
     token before revoking the old one to rotate without downtime."""
@@ -40,7 +40,7 @@ def _refuse(option: str, message: str) -> None:
 @tokens.command("create")
 @click.option("--tenant", required=True, help="The tenant whose plans the token reads and writes.")
 @click.option("--scope", "scopes", multiple=True, required=True,
-              help="plans:read, plans:write or admin; repeat for several.")
+              help="plans:read, plans:write, webhooks or admin; repeat for several.")
 @click.option("--name", default=None, help="A label for listings and audit events (default: '<tenant> token').")
 @click.option("--json", "as_json", is_flag=True, help="Print the principal and its token as JSON.")
 @errors

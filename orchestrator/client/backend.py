@@ -22,8 +22,10 @@ from orchestrator.core.bus import Subscription
 from orchestrator.core.settings import Settings
 from orchestrator.plan.schema import BoardPlan, TeamPlan
 from orchestrator.plan.views import PlanView
+from orchestrator.webhooks.endpoints import EndpointSecret
 from storage.evals import EvalCreated, EvalRecord, EvalSummary
 from storage.read_models import EventRecord
+from storage.webhook_outbox import DeliveryPage, EndpointRecord
 
 PlanSource = str | Path | dict[str, Any] | BoardPlan | TeamPlan
 
@@ -74,5 +76,18 @@ class ConclaveBackend(Protocol):
     def get_eval(self, name: str) -> EvalRecord: ...
 
     def list_evals(self, *, limit: int = 100) -> list[EvalSummary]: ...
+
+    def create_webhook(self, url: str, events: list[str], *, description: str | None = None) -> EndpointSecret: ...
+
+    def list_webhooks(self) -> list[EndpointRecord]: ...
+
+    def get_webhook(self, webhook_id: str) -> EndpointRecord: ...
+
+    def delete_webhook(self, webhook_id: str) -> None: ...
+
+    def rotate_webhook_secret(self, webhook_id: str, *, previous_valid_for: float = ...) -> EndpointSecret: ...
+
+    def webhook_deliveries(self, webhook_id: str, *, status: str | None = None, limit: int = 50,
+                           cursor: str | int | None = None) -> DeliveryPage: ...
 
     def close(self) -> None: ...

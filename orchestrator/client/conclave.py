@@ -33,9 +33,11 @@ from orchestrator.core.bus import Bus, Subscription
 from orchestrator.core.errors import InvalidConfiguration
 from orchestrator.core.settings import Settings
 from orchestrator.plan.views import PlanView, wait_final
+from orchestrator.webhooks.endpoints import ROTATION_SECONDS, EndpointSecret
 from storage import Database
 from storage.evals import EvalCreated, EvalRecord, EvalSummary
 from storage.read_models import EventRecord
+from storage.webhook_outbox import DeliveryPage, EndpointRecord
 
 
 class Conclave:
@@ -215,6 +217,40 @@ class Conclave:
     def list_evals(self, *, limit: int = 100) -> list[EvalSummary]:
         """The evals in reach, newest first (no specs: :meth:`get_eval` has them)."""
         return self.backend.list_evals(limit=limit)
+
+    def create_webhook(self, url: str, events: list[str], *, description: str | None = None) -> EndpointSecret:
+        """Register a webhook endpoint in the caller's tenant for ``events`` (``input_requested``,
+        ``awaiting_approval``, ``plan_finished``, or ``["*"]``); ``url`` must be within the
+        operator's ``CONCLAVE_WEBHOOK_URLS``. The answer's ``secret`` is shown only now: store it
+        to verify signatures (docs/api.md, "Webhooks"). :class:`~orchestrator.core.errors.InvalidWebhook`
+        names a wrong field; :class:`~orchestrator.core.errors.WebhooksNotConfigured` when the
+        operator has not enabled webhooks."""
+        return self.backend.create_webhook(url, events, description=description)
+
+    def list_webhooks(self) -> list[EndpointRecord]:
+        """The endpoints in reach (never their secrets), oldest first."""
+        return self.backend.list_webhooks()
+
+    def get_webhook(self, webhook_id: str) -> EndpointRecord:
+        """One endpoint; :class:`~orchestrator.core.errors.WebhookNotFound` (also another tenant's)."""
+        return self.backend.get_webhook(webhook_id)
+
+    def delete_webhook(self, webhook_id: str) -> None:
+        """Delete an endpoint and its deliveries: nothing more is sent to it."""
+        self.backend.delete_webhook(webhook_id)
+
+    def rotate_webhook_secret(self, webhook_id: str, *,
+                              previous_valid_for: float = ROTATION_SECONDS) -> EndpointSecret:
+        """A new signing secret, shown only now; the previous one still signs beside it for
+        ``previous_valid_for`` seconds (0: it stops at once), so the receiver can switch."""
+        return self.backend.rotate_webhook_secret(webhook_id, previous_valid_for=previous_valid_for)
+
+    def webhook_deliveries(self, webhook_id: str, *, status: str | None = None, limit: int = 50,
+                           cursor: str | int | None = None) -> DeliveryPage:
+        """What became of an endpoint's deliveries, newest event first: each one's status
+        (``pending``, ``delivered``, ``failed``), attempts, last status code or error and next
+        attempt; pass ``next_cursor`` back as ``cursor`` for the next page."""
+        return self.backend.webhook_deliveries(webhook_id, status=status, limit=limit, cursor=cursor)
 
     def close(self) -> None:
         self.backend.close()

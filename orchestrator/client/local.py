@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 from orchestrator.briefing.documents import CitationView, DocumentSummary, DocumentView
@@ -36,10 +37,18 @@ from orchestrator.core.errors import NotReady, storage_boundary
 from orchestrator.core.settings import Settings
 from orchestrator.fleet.celery_app import Shared, build_app, share
 from orchestrator.plan.views import PlanView
+from orchestrator.webhooks.courier import Courier
+from orchestrator.webhooks.endpoints import (
+    ROTATION_SECONDS,
+    EndpointSecret,
+    WebhookEndpoints,
+    delivery_cursor,
+)
 from storage import Database, upgrade
 from storage.evals import EvalCreated, EvalRecord, EvalSummary
 from storage.identity import READ, WRITE, Principal, check_tenant
 from storage.read_models import EventRecord
+from storage.webhook_outbox import DeliveryPage, EndpointRecord
 
 log = logging.getLogger(__name__)
 PAGE = 500  # stored events read at a time by watch()
@@ -70,11 +79,13 @@ class LocalBackend:
         self.coordinator = Coordinator(self.db, settings, CeleryDispatcher(self.app), bus)
         self.reads = PlanReads(self.db)
         self.evals = EvalRecords(self.db)
+        self.webhooks = WebhookEndpoints(self.db, settings)
         # a worker running in this process (embedded mode) shares these instead of
         # building its own: see orchestrator.fleet.celery_app.Shared
         self._shared = Shared(settings, self.db, bus, self.coordinator)
         share(self.app, self._shared)
         self._embedded: Any = None
+        self._courier: Courier | None = None
         if settings.embedded and worker:
             self._start_embedded()
 
@@ -84,6 +95,9 @@ class LocalBackend:
         self._embedded = EmbeddedWorker(self.app, self.coordinator, concurrency=self.settings.concurrency,
                                         reconcile_every=self.settings.reconcile_interval)
         self._embedded.start()
+        if self.settings.webhook_key is not None:  # this process is the worker: it delivers webhooks too
+            self._courier = Courier(self.db, self.settings)
+            self._courier.start()
 
     def __repr__(self) -> str:
         return f"LocalBackend({'embedded' if self.settings.embedded else 'cluster'}" + (
@@ -200,7 +214,31 @@ class LocalBackend:
     def list_evals(self, *, limit: int = 100) -> list[EvalSummary]:
         return self.evals.list_evals(limit=limit)
 
+    def create_webhook(self, url: str, events: list[str], *, description: str | None = None) -> EndpointSecret:
+        return self.webhooks.create(url, events, description=description, principal=self.principal)
+
+    def list_webhooks(self) -> list[EndpointRecord]:
+        return self.webhooks.list_endpoints(principal=self.principal)
+
+    def get_webhook(self, webhook_id: str) -> EndpointRecord:
+        return self.webhooks.get(webhook_id, principal=self.principal)
+
+    def delete_webhook(self, webhook_id: str) -> None:
+        self.webhooks.delete(webhook_id, principal=self.principal)
+
+    def rotate_webhook_secret(self, webhook_id: str, *, previous_valid_for: float = ROTATION_SECONDS) -> EndpointSecret:
+        return self.webhooks.rotate(webhook_id, previous_for=timedelta(seconds=previous_valid_for),
+                                    principal=self.principal)
+
+    def webhook_deliveries(self, webhook_id: str, *, status: str | None = None, limit: int = 50,
+                           cursor: str | int | None = None) -> DeliveryPage:
+        return self.webhooks.deliveries(webhook_id, status=status, limit=limit, before=delivery_cursor(cursor),
+                                        principal=self.principal)
+
     def close(self) -> None:
+        if self._courier is not None:
+            self._courier.stop()
+            self._courier = None
         if self._embedded is not None:
             self._embedded.stop()
             self._embedded = None

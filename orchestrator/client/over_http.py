@@ -65,9 +65,11 @@ from orchestrator.gateway.providers.sse import SSEDecoder, SSEEvent
 from orchestrator.plan.schema import dump_plan
 from orchestrator.plan.spending import BudgetView
 from orchestrator.plan.views import PhaseView, PlanView, UsageView
+from orchestrator.webhooks.endpoints import ROTATION_SECONDS, EndpointSecret
 from storage.evals import EvalCreated, EvalRecord, EvalSummary
 from storage.read_models import EventRecord
-from storage.status import PhaseStatus, PlanStatus
+from storage.status import DeliveryStatus, PhaseStatus, PlanStatus
+from storage.webhook_outbox import DeliveryPage, DeliveryRecord, EndpointRecord
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -240,6 +242,41 @@ class HttpBackend:
         return self._read(lambda: [EvalSummary(id=str(e["id"]), tenant=str(e["tenant"]), name=str(e["name"]),
                                                created_at=datetime.fromisoformat(e["created_at"]))
                                    for e in body["evals"]])
+
+    def create_webhook(self, url: str, events: list[str], *, description: str | None = None) -> EndpointSecret:
+        given: dict[str, Any] = {"url": url, "events": list(events)}
+        if description is not None:
+            given["description"] = description
+        body = self._json("POST", "/v1/webhooks", json=given)
+        return self._read(lambda: EndpointSecret(endpoint_record(body), str(body["secret"])))
+
+    def list_webhooks(self) -> list[EndpointRecord]:
+        body = self._json("GET", "/v1/webhooks")
+        return self._read(lambda: [endpoint_record(e) for e in body["webhooks"]])
+
+    def get_webhook(self, webhook_id: str) -> EndpointRecord:
+        body = self._json("GET", _webhook_path(webhook_id))
+        return self._read(lambda: endpoint_record(body))
+
+    def delete_webhook(self, webhook_id: str) -> None:
+        self._json("DELETE", _webhook_path(webhook_id))
+
+    def rotate_webhook_secret(self, webhook_id: str, *, previous_valid_for: float = ROTATION_SECONDS) -> EndpointSecret:
+        body = self._json("POST", _webhook_path(webhook_id, "rotate"),
+                          json={"previous_secret_valid_for": int(previous_valid_for)})
+        return self._read(lambda: EndpointSecret(endpoint_record(body), str(body["secret"])))
+
+    def webhook_deliveries(self, webhook_id: str, *, status: str | None = None, limit: int = 50,
+                           cursor: str | int | None = None) -> DeliveryPage:
+        params: dict[str, Any] = {"limit": limit}
+        if status is not None:
+            params["status"] = status
+        if cursor is not None:
+            params["cursor"] = str(cursor)
+        body = self._json("GET", _webhook_path(webhook_id, "deliveries"), params=params)
+        return self._read(lambda: DeliveryPage(
+            [delivery_record(d) for d in body["deliveries"]],
+            None if body["next_cursor"] is None else int(body["next_cursor"])))
 
     def close(self) -> None:
         with self._lock:
@@ -455,6 +492,33 @@ def eval_record(data: dict[str, Any]) -> EvalRecord:
                       created_at=datetime.fromisoformat(data["created_at"]))
 
 
+def _when(value: Any) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def endpoint_record(data: dict[str, Any]) -> EndpointRecord:
+    """The :class:`EndpointRecord` whose ``to_dict()`` is ``data`` (``GET /v1/webhooks/{id}``)."""
+    return EndpointRecord(id=str(data["id"]), tenant=str(data["tenant"]), url=str(data["url"]),
+                          events=tuple(str(e) for e in data["events"]), description=_optional_text(data["description"]),
+                          secret_version=int(data["secret_version"]),
+                          previous_valid_until=_when(data["previous_secret_valid_until"]),
+                          created_by=dict(data["created_by"]) if data.get("created_by") else None,
+                          created_at=datetime.fromisoformat(data["created_at"]), rotated_at=_when(data["rotated_at"]))
+
+
+def delivery_record(data: dict[str, Any]) -> DeliveryRecord:
+    """A delivery of ``GET /v1/webhooks/{id}/deliveries``."""
+    return DeliveryRecord(id=str(data["id"]), endpoint_id=str(data["endpoint_id"]), event_id=int(data["event_id"]),
+                          event_type=str(data["event_type"]), plan_id=str(data["plan_id"]),
+                          task_id=_optional_text(data["task_id"]), phase_key=_optional_text(data["phase"]),
+                          status=DeliveryStatus(data["status"]), attempts=int(data["attempts"]),
+                          next_attempt_at=_when(data["next_attempt_at"]),
+                          last_attempt_at=_when(data["last_attempt_at"]),
+                          last_status_code=None if data["last_status_code"] is None else int(data["last_status_code"]),
+                          last_error=_optional_text(data["last_error"]), delivered_at=_when(data["delivered_at"]),
+                          created_at=datetime.fromisoformat(data["created_at"]))
+
+
 def _optional_text(value: Any) -> str | None:
     return None if value is None else str(value)
 
@@ -488,3 +552,7 @@ def _checked_token(token: str) -> str:
 
 def _plan_path(plan_id: str, *parts: str) -> str:
     return "/".join(["/v1/plans", *(quote(p, safe="") for p in (plan_id, *parts))])
+
+
+def _webhook_path(webhook_id: str, *parts: str) -> str:
+    return "/".join(["/v1/webhooks", *(quote(p, safe="") for p in (webhook_id, *parts))])

@@ -22,6 +22,11 @@
     ├── InvalidEval               eval.invalid            422 / exit 2   (names the spec's field)
     ├── EvalNotFound              eval.not_found          404 / exit 2
     ├── EvalConflict              eval.conflict           409 / exit 2   (the name holds another spec)
+    ├── InvalidWebhook            webhook.invalid         422 / exit 2   (names the field: ``url``, ``events``, …)
+    ├── WebhookNotFound           webhook.not_found       404 / exit 2   (or another tenant's)
+    ├── WebhookConflict           webhook.conflict        409 / exit 1
+    │   ├── WebhooksNotConfigured webhook.not_configured  409            (no CONCLAVE_WEBHOOK_SECRET_KEY)
+    │   └── WebhookLimitReached   webhook.limit_reached   409            (the tenant's endpoints are at the limit)
     ├── InvalidRequest            request.invalid         422            (HTTP: names the field)
     │   ├── MalformedBody         request.malformed       400
     │   ├── BodyTooLarge          request.too_large       413
@@ -183,6 +188,36 @@ class EvalConflict(ConclaveError):
 
     code = "eval.conflict"
     http_status = 409
+
+
+class InvalidWebhook(ConclaveError):
+    """A webhook endpoint that cannot be registered as given; ``details`` names the field
+    (``url``: refused by the operator's allowlist or the address rules, ``events[1]``, …)."""
+
+    code = "webhook.invalid"
+    http_status = 422
+
+
+class WebhookNotFound(ConclaveError):
+    """No webhook endpoint by that id in reach (another tenant's answers the same)."""
+
+    code = "webhook.not_found"
+    http_status = 404
+
+
+class WebhookConflict(ConclaveError):
+    code = "webhook.conflict"
+    http_status = 409
+
+
+class WebhooksNotConfigured(WebhookConflict):
+    """The operator set no ``CONCLAVE_WEBHOOK_SECRET_KEY``: no endpoint can be registered."""
+
+    code = "webhook.not_configured"
+
+
+class WebhookLimitReached(WebhookConflict):
+    code = "webhook.limit_reached"
 
 
 class ServiceUnavailable(ConclaveError):

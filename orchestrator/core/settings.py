@@ -6,7 +6,7 @@ runs *embedded*: a SQLite file under ``CONCLAVE_HOME`` and an in-process worker 
 kombu's in-memory transport (a real Celery worker, not eager mode).
 
 List-valued settings (``CONCLAVE_ALLOWED_KEY_ENVS``, ``CONCLAVE_ALLOWED_BASE_URLS``,
-``CONCLAVE_API_TOKEN_SCOPES``) take a comma-separated value or a JSON array. A value
+``CONCLAVE_WEBHOOK_URLS``, ``CONCLAVE_API_TOKEN_SCOPES``) take a comma-separated value or a JSON array. A value
 that is wrong (an unknown scope, a malformed URL pattern, a ``CONCLAVE_*`` key
 variable) refuses to start, naming the variable (:func:`settings_errors`).
 """
@@ -27,6 +27,7 @@ from storage.db import Pooler
 from storage.identity import DEFAULT_TENANT, check_tenant, parse_scopes
 
 ENV_NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]{0,99}$")
+MIN_WEBHOOK_KEY = 32
 OWN_PREFIX = "CONCLAVE_"
 
 StrList = Annotated[list[str], NoDecode]
@@ -141,6 +142,21 @@ class Settings(BaseSettings):
         default_factory=list, description="Cluster: variables a plan-defined model may name as api_key_env")
     allowed_base_urls: StrList = Field(
         default_factory=list, description="Cluster: URL patterns a plan-defined model's base_url must match")
+    webhook_secret_key: SecretStr | None = Field(
+        None, description="The operator's key from which each webhook endpoint's signing secret is derived (at "
+                          "least 32 characters, the same on the API and on every worker); unset: no endpoint can be "
+                          "registered and no worker delivers")
+    webhook_urls: StrList = Field(
+        default_factory=list, description="URL patterns a webhook endpoint's url must match (the syntax and address "
+                                          "rules of CONCLAVE_ALLOWED_BASE_URLS); empty: none")
+    webhook_timeout: float = Field(
+        10.0, gt=0, le=60, description="The longest one webhook delivery may take, connecting and answering (s)")
+    webhook_retry_hours: float = Field(
+        72.0, ge=1, le=720, description="A delivery not answered with a 2xx is retried with backoff for this long "
+                                        "after its event (h), then marked failed")
+    webhook_interval: float = Field(
+        2.0, gt=0, le=60, description="How often each worker looks for webhook deliveries that are due (s)")
+    webhook_concurrency: int = Field(4, ge=1, le=64, description="Webhook deliveries each worker sends at once")
     submit_rate: int = Field(600, ge=0, description="Submissions per minute per tenant (0: no limit)")
     max_streams: int = Field(256, ge=1, description="Event streams one API process keeps open at once")
     max_streams_per_tenant: int | None = Field(
@@ -155,7 +171,7 @@ class Settings(BaseSettings):
     testing: bool = Field(False, description="Accept test-only behaviour (the offline model's fault switches), "
                                              "on the API and on each worker; never in production")
 
-    @field_validator("api_token_scopes", "allowed_key_envs", "allowed_base_urls", mode="before")
+    @field_validator("api_token_scopes", "allowed_key_envs", "allowed_base_urls", "webhook_urls", mode="before")
     @classmethod
     def _list(cls, value: Any) -> Any:
         """A comma-separated string or a JSON array."""
@@ -232,12 +248,20 @@ class Settings(BaseSettings):
                 raise ValueError(f"{name!r}: a plan may never read Conclave's own {OWN_PREFIX}* variables")
         return value
 
-    @field_validator("allowed_base_urls")
+    @field_validator("allowed_base_urls", "webhook_urls")
     @classmethod
     def _patterns(cls, value: list[str]) -> list[str]:
         for pattern in value:
             UrlPattern.parse(pattern)  # raises ValueError naming the pattern and the problem
         return [p.strip() for p in value]
+
+    @field_validator("webhook_secret_key")
+    @classmethod
+    def _webhook_key(cls, value: SecretStr | None) -> SecretStr | None:
+        """A key every secret is derived from: long enough that it cannot be guessed."""
+        if value is not None and len(value.get_secret_value().strip()) < MIN_WEBHOOK_KEY:
+            raise ValueError(f"must be at least {MIN_WEBHOOK_KEY} characters (e.g. `openssl rand -hex 32`)")
+        return value
 
     @field_validator("database_pooler")
     @classmethod
@@ -308,6 +332,18 @@ class Settings(BaseSettings):
     def egress_policy(self) -> EgressPolicy:
         """Where plan-defined models may call (``CONCLAVE_ALLOWED_BASE_URLS``)."""
         return EgressPolicy.from_patterns(self.allowed_base_urls)
+
+    @property
+    def webhook_policy(self) -> EgressPolicy:
+        """Where webhooks may be sent (``CONCLAVE_WEBHOOK_URLS``), under the same address rules."""
+        return EgressPolicy.from_patterns(self.webhook_urls, setting="CONCLAVE_WEBHOOK_URLS")
+
+    @property
+    def webhook_key(self) -> bytes | None:
+        """The operator's webhook key as bytes (a newline read from a file dropped); None: unset."""
+        if self.webhook_secret_key is None:
+            return None
+        return self.webhook_secret_key.get_secret_value().strip().encode("utf-8")
 
     def environ(self) -> dict[str, str]:
         """The ``CONCLAVE_*`` environment that reproduces these settings in another

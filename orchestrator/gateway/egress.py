@@ -293,13 +293,15 @@ def system_resolver(host: str, port: int) -> list[str]:
 
 @dataclass(frozen=True)
 class EgressPolicy:
-    """The operator's allowlist and the address rules. The empty policy refuses everything."""
+    """The operator's allowlist and the address rules. The empty policy refuses everything.
+    ``setting``: the variable the allowlist comes from, named when a URL matches none of it."""
 
     allowed: tuple[UrlPattern, ...] = ()
+    setting: str = "CONCLAVE_ALLOWED_BASE_URLS"
 
     @classmethod
-    def from_patterns(cls, patterns: Iterable[str]) -> EgressPolicy:
-        return cls(tuple(UrlPattern.parse(p) for p in patterns))
+    def from_patterns(cls, patterns: Iterable[str], *, setting: str = "CONCLAVE_ALLOWED_BASE_URLS") -> EgressPolicy:
+        return cls(tuple(UrlPattern.parse(p) for p in patterns), setting)
 
     def check(self, url: str) -> Target:
         """The checks that need no DNS: syntax, allowlist, literal addresses, metadata
@@ -314,8 +316,7 @@ class EgressPolicy:
             if verdict is not None and not waived:
                 raise EgressRefused(f"{_display(target)} is a {verdict} address")
         if pattern is None:
-            raise EgressRefused(f"{_display(target)} matches no entry of the operator's allowlist "
-                                "(CONCLAVE_ALLOWED_BASE_URLS)")
+            raise EgressRefused(f"{_display(target)} matches no entry of the operator's allowlist ({self.setting})")
         return target
 
     def pin(self, url: str, *, resolve: Resolver | None = None) -> Pinned:

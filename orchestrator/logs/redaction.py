@@ -5,10 +5,12 @@ filled in, the exception's traceback, the stack — replacing
 
 * the **values** of the secrets this process is configured with (:func:`secrets_of`): the
   keys and header values of the operator's models (read from the variables the registry
-  names, and from ``CONCLAVE_ALLOWED_KEY_ENVS``), ``CONCLAVE_API_TOKEN``, the Flower
-  password and the passwords in the database, broker, result backend and Redis URLs;
+  names, and from ``CONCLAVE_ALLOWED_KEY_ENVS``), ``CONCLAVE_API_TOKEN``,
+  ``CONCLAVE_WEBHOOK_SECRET_KEY``, the Flower password and the passwords in the database,
+  broker, result backend and Redis URLs;
 * the **shapes** of secrets it cannot know: issued API tokens (``conclave_<id>_<secret>``
-  keeps its principal id), ``Authorization`` / ``X-Api-Key`` / ``Api-Key`` header values,
+  keeps its principal id), webhook signing secrets (``whsec_…``), ``Authorization`` /
+  ``X-Api-Key`` / ``Api-Key`` header values,
   ``Bearer …`` credentials, ``password=`` / ``token=`` / ``api_key=`` values and the password
   of any URL.
 
@@ -29,6 +31,7 @@ from orchestrator.core.errors import InvalidConfiguration
 from orchestrator.core.settings import Settings
 from orchestrator.plan.registry import load_registry
 from storage.identity import TOKEN_PREFIX
+from storage.webhook_outbox import SECRET_PREFIX as WEBHOOK_SECRET_PREFIX
 
 MIN_SECRET = 4
 MASK = "***"
@@ -41,6 +44,8 @@ def _header(match: re.Match[str]) -> str:
 _SHAPES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     # an issued token: conclave_<principal id>_<secret> (the id is not a secret; keep it)
     (re.compile(rf"\b({re.escape(TOKEN_PREFIX)}[0-9a-f]{{16}}_)[A-Za-z0-9_-]+"), rf"\1{MASK}"),
+    # a webhook endpoint's signing secret: whsec_<secret>
+    (re.compile(rf"\b({re.escape(WEBHOOK_SECRET_PREFIX)})[A-Za-z0-9_-]+"), rf"\1{MASK}"),
     # header values: "Authorization: Bearer x", 'authorization': 'Basic x', X-Api-Key=x
     (re.compile(r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key)([\"']?\s*[:=]\s*[\"']?)"
                 r"(?:(bearer|basic|digest|token)\s+)?[^\s\"',;}]+"), _header),
@@ -96,7 +101,7 @@ class Redact(logging.Filter):
 def secrets_of(settings: Settings) -> list[str]:
     """The secret values this process is configured with (see the module docstring)."""
     found: list[str] = []
-    for secret in (settings.api_token, settings.flower_password):
+    for secret in (settings.api_token, settings.flower_password, settings.webhook_secret_key):
         if secret is not None:
             found.append(secret.get_secret_value())
     for url in (settings.database_url, settings.broker_url, settings.result_backend, settings.redis_url):

@@ -9,7 +9,10 @@ are the workers' (:mod:`orchestrator.metrics.recorder`).
 - ``conclave_phases{status}`` — the phases of running plans, by status (every status
   shown, zeros included);
 - ``conclave_phases_lease_expired`` — running phases whose lease has expired (their
-  worker died; the reconciler hands them to another within ``CONCLAVE_RECONCILE_INTERVAL``).
+  worker died; the reconciler hands them to another within ``CONCLAVE_RECONCILE_INTERVAL``);
+- ``conclave_webhook_deliveries_pending`` — webhook deliveries not yet delivered nor failed;
+- ``conclave_webhook_deliveries_overdue`` — of those, the ones due for over a minute that no
+  courier has taken (no worker has ``CONCLAVE_WEBHOOK_SECRET_KEY``, or the couriers are saturated).
 """
 
 from __future__ import annotations
@@ -32,17 +35,23 @@ def _families(counts: LiveCounts | None) -> list[Metric]:
     phases = GaugeMetricFamily("conclave_phases", "Phases of running plans, by status.", labels=["status"])
     expired = GaugeMetricFamily("conclave_phases_lease_expired",
                                 "Running phases whose lease has expired (their worker died), awaiting a takeover.")
+    hooks = GaugeMetricFamily("conclave_webhook_deliveries_pending",
+                              "Webhook deliveries not yet delivered nor failed (retrying, or due).")
+    overdue = GaugeMetricFamily("conclave_webhook_deliveries_overdue",
+                                "Pending webhook deliveries due for over a minute that no courier has taken.")
     if counts is not None:
         plans.add_metric([], counts.plans)
         cancelling.add_metric([], counts.cancelling)
         for status in sorted({*PhaseStatus, *counts.phases}):
             phases.add_metric([str(status)], counts.phases.get(status, 0))
         expired.add_metric([], counts.expired_leases)
-    return [plans, cancelling, phases, expired]
+        hooks.add_metric([], counts.webhooks_pending)
+        overdue.add_metric([], counts.webhooks_overdue)
+    return [plans, cancelling, phases, expired, hooks, overdue]
 
 
 class FleetCollector:
-    """A prometheus_client collector over the database: two indexed statements per scrape
+    """A prometheus_client collector over the database: three indexed statements per scrape
     (one transaction). A database outage raises ``ServiceUnavailable`` (the route's 503)."""
 
     def __init__(self, db: Database) -> None:

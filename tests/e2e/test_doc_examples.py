@@ -135,13 +135,15 @@ def _log_lines(shown: str) -> list[str]:
 
 @pytest.fixture()
 def cluster(clean_db: str, redis_url: str, tmp_path: Path) -> Iterator[ApiServer]:
-    """The README's cluster, as the test runs it: a worker and an API (tokens required) on the
-    example registry."""
+    """The README's cluster, as the test runs it: a worker and an API (tokens required, webhooks
+    on) on the example registry."""
     from orchestrator.core.settings import Settings
 
     settings = Settings(database_url=clean_db, broker_url=redis_url, models=REGISTRY)
     worker = WorkerProcess(settings, tmp_path).start()
-    api = ApiServer(settings, tmp_path, env={"CONCLAVE_AUTH": "tokens"})
+    # the operator enabled webhooks to the receiver docs/api.md registers ("Webhooks")
+    api = ApiServer(settings, tmp_path, env={"CONCLAVE_AUTH": "tokens", "CONCLAVE_WEBHOOK_URLS": "https://hooks.example.com",
+                                             "CONCLAVE_WEBHOOK_SECRET_KEY": "docs-" + "0" * 59})
     try:
         yield api
     finally:
@@ -190,6 +192,9 @@ def _check_api(session: Session, url: str) -> None:
     for key, (expert, spoken) in stored.items():  # each expert's words, whole, under their name
         assert f"\n── {key} · {expert} ──\n{spoken}\n" in printed, key
     assert printed.rstrip().endswith("tokens") and "\ncompleted: " in printed
+    # "Webhooks": a token of the webhooks scope registered, listed, rotated and deleted an endpoint
+    assert rows(url, "select scopes from principals where name = 'acme hooks'")[0].scopes == ["webhooks"]
+    assert rows(url, "select count(*) n from webhook_endpoints")[0].n == 0
 
 
 def _check_briefing(session: Session, url: str) -> None:

@@ -5,8 +5,8 @@
 
 and inside ``orchestrator``, from the ground up (:data:`LAYERS`):
 
-    gateway ← core ← deliberation ← briefing ← plan ← logs ← metrics ← tracing ← control ← fleet
-            ← client ← evaluation ← api ← cli
+    gateway ← core ← deliberation ← briefing ← plan ← logs ← metrics ← tracing ← control ← webhooks
+            ← fleet ← client ← evaluation ← api ← cli
 
 - ``storage`` imports nothing of ours outside ``storage``;
 - ``orchestrator.gateway`` (the model gateway) is a leaf: nothing of ours outside it;
@@ -28,8 +28,8 @@ from tests.conftest import ROOT
 
 PACKAGES = ("storage", "tasks", "orchestrator")
 #: orchestrator's layers, from the ground up: each imports only those before it.
-LAYERS = ("gateway", "core", "deliberation", "briefing", "plan", "logs", "metrics", "tracing", "control", "fleet",
-          "client", "evaluation", "api", "cli")
+LAYERS = ("gateway", "core", "deliberation", "briefing", "plan", "logs", "metrics", "tracing", "control", "webhooks",
+          "fleet", "client", "evaluation", "api", "cli")
 
 
 def _modules() -> dict[str, Path]:

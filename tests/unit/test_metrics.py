@@ -60,6 +60,7 @@ def test_the_api_gauges_count_what_is_live_in_the_database(planes: Planes) -> No
         assert got[("conclave_phases", (("status", str(status)),))] == by_status[status], status
     assert by_status[PhaseStatus.RUNNING] == 1 and by_status[PhaseStatus.CANCELLED] > 0
     assert got[("conclave_phases_lease_expired", ())] == 1
+    assert got[("conclave_webhook_deliveries_pending", ())] == got[("conclave_webhook_deliveries_overdue", ())] == 0
 
 
 def test_a_plan_run_in_process_is_measured_as_stored(planes: Planes) -> None:

@@ -59,6 +59,10 @@ def test_lists_parse_from_commas_or_json(monkeypatch: pytest.MonkeyPatch, value:
     ("CONCLAVE_DATABASE_POOL_SIZE", "eight", "valid integer"),
     ("CONCLAVE_DATABASE_MAX_OVERFLOW", "-1", "greater than or equal to 0"),
     ("CONCLAVE_DATABASE_POOL_TIMEOUT", "0", "greater than 0"),
+    ("CONCLAVE_WEBHOOK_SECRET_KEY", "short-key", "at least 32 characters"),
+    ("CONCLAVE_WEBHOOK_URLS", "https://hooks.example.com,hooks.example.org", "'hooks.example.org'"),
+    ("CONCLAVE_WEBHOOK_TIMEOUT", "120", "less than or equal to 60"),
+    ("CONCLAVE_WEBHOOK_RETRY_HOURS", "0.5", "greater than or equal to 1"),
 ])
 def test_a_wrong_value_names_its_variable(monkeypatch: pytest.MonkeyPatch, variable: str, value: str,
                                           words: str) -> None:

@@ -40,7 +40,7 @@ def test_a_secret_may_contain_the_separator(secret: str) -> None:
 
 
 def test_errors_name_what_is_allowed() -> None:
-    known = "plans:read, plans:write, admin"
+    known = "plans:read, plans:write, webhooks, admin"
     assert ", ".join(SCOPES) == known
     with pytest.raises(ValueError) as unknown:
         parse_scopes(["plans:delete"])

@@ -32,6 +32,7 @@ from tests.mutants.catalogue import (
     systematic,
     tenancy,
     trust,
+    webhooks,
 )
 from tests.mutants.catalogue_types import Mutation
 
@@ -39,4 +40,4 @@ MUTATIONS: tuple[Mutation, ...] = (
     *plans.MUTATIONS, *fence.MUTATIONS, *flow.MUTATIONS, *tenancy.MUTATIONS, *trust.MUTATIONS, *hotpath.MUTATIONS,
     *briefing.MUTATIONS, *offline.MUTATIONS, *api.MUTATIONS, *fleet.MUTATIONS, *observability.MUTATIONS,
     *races.MUTATIONS, *systematic.MUTATIONS, *deliberation.MUTATIONS, *money.MUTATIONS, *people.MUTATIONS,
-    *connections.MUTATIONS)
+    *connections.MUTATIONS, *webhooks.MUTATIONS)
