@@ -72,17 +72,18 @@ SEED = (
                CAST(:spec AS json), 'completed', false, 0, '[]'::json,
                {_CREATED}, {_CREATED} + interval '9 seconds', {_CREATED} + interval '9 seconds'
         FROM generate_series(CAST(:lo AS integer), CAST(:hi AS integer)) AS i""",
+    f"""INSERT INTO contents (id, text, chars, sha256, created_at)
+        SELECT {_CONTENT_ID}, :text, length(:text), encode(sha256(convert_to(:text, 'UTF8')), 'hex'),
+               {_CREATED} + (k + 1) * interval '1 second'
+        FROM generate_series(CAST(:lo AS integer), CAST(:hi AS integer)) AS i, generate_series(0, 5) AS k""",
     f"""INSERT INTO phases (id, plan_id, key, kind, expert, round, group_key, position, depends_on, inputs, meta,
                            status, attempt, retries_requested, summary, truncated, created_at, started_at,
-                           finished_at)
+                           finished_at, content_id)
         SELECT {_PHASE_ID}, {_PLAN_ID}, (CAST(:keys AS text[]))[k + 1], 'expert', NULL, 1, NULL, k,
                CASE WHEN k = 0 THEN '[]'::json ELSE json_build_array((CAST(:keys AS text[]))[k]) END,
                '[]'::json, '{{}}'::json, 'completed', 1, 0, 'a summary', false,
-               {_CREATED}, {_CREATED} + k * interval '1 second', {_CREATED} + (k + 1) * interval '1 second'
-        FROM generate_series(CAST(:lo AS integer), CAST(:hi AS integer)) AS i, generate_series(0, 5) AS k""",
-    f"""INSERT INTO contents (id, plan_id, phase_id, attempt, text, chars, created_at)
-        SELECT {_CONTENT_ID}, {_PLAN_ID}, {_PHASE_ID}, 1, :text, length(:text),
-               {_CREATED} + (k + 1) * interval '1 second'
+               {_CREATED}, {_CREATED} + k * interval '1 second', {_CREATED} + (k + 1) * interval '1 second',
+               {_CONTENT_ID}
         FROM generate_series(CAST(:lo AS integer), CAST(:hi AS integer)) AS i, generate_series(0, 5) AS k""",
     f"""INSERT INTO usage (plan_id, phase_id, attempt, seq, purpose, model, input_tokens, output_tokens, source,
                           method, created_at)

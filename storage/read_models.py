@@ -33,6 +33,8 @@ class PlanRecord:
     updated_at: datetime
     finished_at: datetime | None
     labels: list[str] = dataclasses.field(default_factory=list)
+    forked_from: str | None = None  # a fork's source plan (storage.models.Plan.forked_from)
+    fork_phase: str | None = None  # and the phase it runs anew from
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", PlanStatus(self.status))
@@ -68,6 +70,9 @@ class PhaseRecord:
     started_at: datetime | None
     finished_at: datetime | None
     verdict: dict[str, Any] | None = None  # see storage.models.Phase.verdict
+    content_id: str | None = None  # the content it points at (its own, or a fork's source's)
+    sent_hash: str | None = None  # what it was sent (orchestrator.plan.fingerprint)
+    reused_from: str | None = None  # in a fork: the plan this completed phase was copied from
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", PhaseStatus(self.status))

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.briefing.documents import CitationView, DocumentSummary, DocumentView
-from orchestrator.control.coordinator import CancelResult, ResumeResult, SubmitResult
+from orchestrator.control.coordinator import CancelResult, ForkResult, ResumeResult, SubmitResult
 from orchestrator.control.plan_query import Moment, Values
 from orchestrator.core.bus import Subscription
 from orchestrator.core.settings import Settings
+from orchestrator.plan.plan_diff import Comparison
 from orchestrator.plan.schema import BoardPlan, TeamPlan
 from orchestrator.plan.views import PlanView
 from storage.evals import EvalCreated, EvalRecord, EvalSummary
@@ -49,6 +50,10 @@ class ConclaveBackend(Protocol):
     def cancel(self, plan_id: str) -> CancelResult: ...
 
     def resume(self, plan_id: str, *, retry_failed: bool = False) -> ResumeResult: ...
+
+    def fork(self, plan_id: str, from_phase: str, overrides: dict[str, Any] | None = None) -> ForkResult: ...
+
+    def diff(self, a: str, b: str) -> Comparison: ...
 
     def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
                    created_before: Moment = None, task_id: str | None = None, limit: int | None = None,

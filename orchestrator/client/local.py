@@ -25,7 +25,7 @@ from typing import Any
 from orchestrator.briefing.documents import CitationView, DocumentSummary, DocumentView
 from orchestrator.client.backend import PlanSource
 from orchestrator.client.local_briefing import load_local_plan
-from orchestrator.control.coordinator import CancelResult, Coordinator, ResumeResult, SubmitResult
+from orchestrator.control.coordinator import CancelResult, Coordinator, ForkResult, ResumeResult, SubmitResult
 from orchestrator.control.dispatch import CeleryDispatcher
 from orchestrator.control.eval_records import EvalRecords
 from orchestrator.control.plan_query import Moment, PlanQuery, Values, page_dict
@@ -34,6 +34,7 @@ from orchestrator.core.bus import Bus, Subscription, open_bus
 from orchestrator.core.errors import NotReady, storage_boundary
 from orchestrator.core.settings import Settings
 from orchestrator.fleet.celery_app import Shared, build_app, share
+from orchestrator.plan.plan_diff import Comparison
 from orchestrator.plan.views import PlanView
 from storage import Database, upgrade
 from storage.evals import EvalCreated, EvalRecord, EvalSummary
@@ -132,6 +133,12 @@ class LocalBackend:
 
     def resume(self, plan_id: str, *, retry_failed: bool = False) -> ResumeResult:
         return self.coordinator.resume(plan_id, retry_failed=retry_failed, principal=self.principal)
+
+    def fork(self, plan_id: str, from_phase: str, overrides: dict[str, Any] | None = None) -> ForkResult:
+        return self.coordinator.fork(plan_id, from_phase, overrides, principal=self.principal)
+
+    def diff(self, a: str, b: str) -> Comparison:
+        return self.reads.diff(a, b, principal=self.principal)
 
     def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
                    created_before: Moment = None, task_id: str | None = None, limit: int | None = None,

@@ -47,6 +47,8 @@ class PhaseView:
     retries_requested: int
     usage: UsageView
     verdict: dict[str, Any] | None = None  # an expert's verdict, the decision's tally, the chair's answer
+    #: in a what-if fork: the plan this phase was copied from (completed there; no attempt, no cost here)
+    reused_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class PlanView:
     warnings: list[str] = field(default_factory=list)  # what weakens the panel (panel_warnings)
     #: the plan's budget, what every call on record spent against it (waste included) and what is left
     budget: BudgetView | None = None
+    #: a what-if fork's source: ``{"plan_id", "phase"}`` (the phase it runs anew from); None otherwise
+    forked_from: dict[str, Any] | None = None
 
     @property
     def done(self) -> int:
@@ -123,11 +127,12 @@ def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
                           attempt=ph.attempt, depends_on=list(ph.depends_on), truncated=ph.truncated,
                           summary=ph.summary, error_code=ph.error_code, error=ph.error_message,
                           retries_requested=ph.retries_requested, usage=_usage(by_phase.get(ph.id, [])),
-                          verdict=ph.verdict)
+                          verdict=ph.verdict, reused_from=ph.reused_from)
                 for ph in state.phases],
         decision=decision_of(state), early_stop=early_stop_of(state), warnings=panel_warnings(p.spec),
         budget=budget_view(p.spec.get("budget"), sum(r.input_tokens + r.output_tokens for r in usage_rows),
                            _cost(usage_rows)),
+        forked_from={"plan_id": p.forked_from, "phase": p.fork_phase} if p.forked_from else None,
     )
 
 

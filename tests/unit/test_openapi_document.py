@@ -28,6 +28,8 @@ OPERATION_IDS = {
     ("post", "/v1/plans/{plan_id}/resume"): "resume_plan",
     ("post", "/v1/plans/{plan_id}/cancel"): "cancel_plan",
     ("get", "/v1/plans/{plan_id}/events"): "stream_events",
+    ("post", "/v1/plans/{plan_id}/fork"): "fork_plan",
+    ("get", "/v1/plans/{plan_id}/diff/{other}"): "diff_plans",
     ("post", "/v1/evals"): "create_eval",
     ("get", "/v1/evals"): "list_evals",
     ("get", "/v1/evals/{name}"): "get_eval",

@@ -58,12 +58,21 @@ def _set_finished(db: Database, pid: str, days_ago: float) -> None:
 
 
 def _rows(db: Database, pid: str) -> dict[str, int]:
-    """How many rows of ``pid`` each table holds (``plans`` included)."""
+    """How many rows of ``pid`` each table holds (``plans`` included; ``contents``: those its
+    phases point at)."""
     with db.engine.connect() as c:
         got = {t: int(c.scalar(text(f"SELECT count(*) FROM {t} WHERE plan_id = :p"), {"p": pid}) or 0)
-               for t in TABLES}
+               for t in TABLES if t != "contents"}
+        got["contents"] = int(c.scalar(text("SELECT count(*) FROM contents c WHERE EXISTS (SELECT 1 FROM phases p "
+                                            "WHERE p.content_id = c.id AND p.plan_id = :p)"), {"p": pid}) or 0)
         got["plans"] = int(c.scalar(text("SELECT count(*) FROM plans WHERE id = :p"), {"p": pid}) or 0)
     return got
+
+
+def _contents(db: Database) -> int:
+    """Every content row stored, whoever references it."""
+    with db.engine.connect() as c:
+        return int(c.scalar(text("SELECT count(*) FROM contents")) or 0)
 
 
 def _search_rows(db: Database) -> int | None:
@@ -92,6 +101,7 @@ def test_a_plan_past_retention_is_gone_from_every_table_and_the_others_are_untou
 
     assert done.plans == 1
     assert _rows(db, old) == dict.fromkeys((*TABLES, "plans"), 0)
+    assert _contents(db) == 2  # the old plan's content went with it: only the survivors' are left
     assert briefings.search(db, old, WORD) == []
     assert _rows(db, recent) == before[recent] and _rows(db, running) == before[running]
     assert [c.ordinal for c in briefings.search(db, recent, WORD)] == [0]  # the survivors' search still works
