@@ -23,8 +23,8 @@ from orchestrator.cli import common
 from orchestrator.cli.common import Looking, err, errors, remote, tenant
 from orchestrator.core.errors import InvalidRequest
 from orchestrator.logs import configure
-from orchestrator.plan.plan_diff import Comparison, Side
 from orchestrator.plan.overrides import assignments
+from orchestrator.plan.plan_diff import Comparison, Side
 from orchestrator.plan.plan_text import parse_plan_text, read_plan_file
 from orchestrator.plan.spending import dollars
 

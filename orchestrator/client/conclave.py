@@ -31,8 +31,8 @@ from orchestrator.control.plan_query import Moment, Values
 from orchestrator.core.bus import Bus, Subscription
 from orchestrator.core.errors import InvalidConfiguration
 from orchestrator.core.settings import Settings
-from orchestrator.plan.plan_diff import Comparison
 from orchestrator.plan.overrides import assignments
+from orchestrator.plan.plan_diff import Comparison
 from orchestrator.plan.views import PlanView, wait_final
 from storage import Database
 from storage.evals import EvalCreated, EvalRecord, EvalSummary

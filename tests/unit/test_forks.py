@@ -146,7 +146,8 @@ def test_a_tallied_boards_decision_and_verdicts_are_copied_with_their_phases(pla
 
     chair = planes.coordinator.fork(source, "final", {"moderator": {"system": "You chair briefly."}})
     assert chair.reused == [] and "decision" in chair.rerun  # the opening was sent the chair's system prompt
-    res = planes.coordinator.fork(source, "final", {"models": CONTRARIAN["models"], "moderator": {"model": "contrarian"}})
+    res = planes.coordinator.fork(source, "final", {"models": CONTRARIAN["models"],
+                                                    "moderator": {"model": "contrarian"}})
     assert "decision" in res.reused and res.enqueued == ["final"]  # the chair's earlier phases keep their model
     planes.run_all()
     fork = planes.state(res.plan_id).by_key()

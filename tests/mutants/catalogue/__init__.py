@@ -22,6 +22,7 @@ from tests.mutants.catalogue import (
     fence,
     fleet,
     flow,
+    forks,
     hotpath,
     money,
     observability,
@@ -37,5 +38,5 @@ from tests.mutants.catalogue_types import Mutation
 MUTATIONS: tuple[Mutation, ...] = (
     *plans.MUTATIONS, *fence.MUTATIONS, *flow.MUTATIONS, *tenancy.MUTATIONS, *trust.MUTATIONS, *hotpath.MUTATIONS,
     *briefing.MUTATIONS, *offline.MUTATIONS, *api.MUTATIONS, *fleet.MUTATIONS, *observability.MUTATIONS,
-    *races.MUTATIONS, *systematic.MUTATIONS, *deliberation.MUTATIONS, *money.MUTATIONS,
+    *races.MUTATIONS, *systematic.MUTATIONS, *deliberation.MUTATIONS, *money.MUTATIONS, *forks.MUTATIONS,
     *connections.MUTATIONS)
