@@ -12,6 +12,7 @@ phases each reused or ran, and cost.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +68,7 @@ def fork(plan_id: str, from_phase: str, pairs: tuple[str, ...], override_file: s
             Looking(settings, url, tenant):
         res = conclave.fork(plan_id, from_phase, overrides)
     if as_json:
-        click.echo(json.dumps({"plan_id": res.plan_id, "created": res.created, "source": res.source,
-                               "from": res.from_phase, "reused": res.reused, "rerun": res.rerun,
-                               "enqueued": res.enqueued}))
+        click.echo(json.dumps(asdict(res)))  # what the API answers
         return
     click.echo(res.plan_id)
     err.print(escape(f"forked from {res.source} at {res.from_phase}: {len(res.reused)} phase(s) reused"

@@ -145,6 +145,7 @@ class Coordinator:
             plan = load_plan(spec, max_bytes=self.settings.max_plan_bytes)
             self.models.check_plan(plan, tenant_budget=state.plan.tenant
                                    if self.settings.tenant_budget(state.plan.tenant) is not None else None)
+            briefing = ingest(plan.briefing, self.settings)
         except InvalidPlan as exc:
             raise overrides_.prefixed(exc) from None
         stored = contents.of_phases(self.db, [p.id for p in state.phases if p.status == PhaseStatus.COMPLETED])
@@ -156,7 +157,7 @@ class Coordinator:
             self.db, title=plan.title, kind=plan.kind, spec=dump_plan(plan), phases=chosen.phases,
             task_id=plan.task_id, max_active=self.settings.max_active_plans, max_debates=plan.max_debates,
             labels=plan.labels, tenant=state.plan.tenant, principal=principal,
-            submit_rate=self.settings.submit_rate, briefing=ingest(plan.briefing, self.settings),
+            submit_rate=self.settings.submit_rate, briefing=briefing,
             monthly_usd=self.settings.tenant_budget(state.plan.tenant), fork=fork)
         publish_events(self.bus, created.plan_id, created.events)
         with bind(plan_id=created.plan_id):

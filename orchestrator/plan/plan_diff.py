@@ -81,7 +81,8 @@ class Comparison:
     def from_dict(cls, data: dict[str, Any]) -> Comparison:
         """The comparison whose :meth:`to_dict` is ``data`` (``GET /v1/plans/{a}/diff/{b}``)."""
         def side(d: dict[str, Any]) -> Side:
-            decision = Decision(**d["decision"]) if d.get("decision") else None
+            found = d.get("decision")
+            decision = Decision(**{k: found.get(k) for k in Decision.__dataclass_fields__}) if found else None
             return Side(**{**{k: d[k] for k in Side.__dataclass_fields__ if k != "decision"}, "decision": decision})
 
         def phase(d: dict[str, Any] | None) -> PhaseSide | None:

@@ -111,7 +111,7 @@ def test_a_fork_is_its_tenants_admitted_like_any_plan_and_shown_beside_its_sourc
         assert out.returncode == 0, out.stderr
         forked = json.loads(out.stdout)
         fork = forked["plan_id"]
-        assert (forked["source"], forked["from"], forked["reused"], forked["rerun"]) == (source, "r2", BEFORE, [])
+        assert (forked["source"], forked["from_phase"], forked["reused"], forked["rerun"]) == (source, "r2", BEFORE, [])
         busy = error(httpx.post(fork_url, json=body, headers=acme), 429)
         assert busy["code"] == "plan.capacity_exceeded"
         view = wait_final(url, fork, acme)
