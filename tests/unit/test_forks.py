@@ -15,6 +15,7 @@ from sqlalchemy import update
 from orchestrator.core.errors import CapacityExceeded, InvalidPlan, InvalidRequest, PlanNotFound
 from orchestrator.plan.fingerprint import fingerprint
 from orchestrator.plan.overrides import assignments, merged
+from orchestrator.plan.plan_diff import Comparison
 from orchestrator.plan.schema import parse_plan
 from storage import contents
 from storage.identity import Principal
@@ -280,6 +281,7 @@ def test_diff_sets_a_fork_beside_its_source(planes: Planes) -> None:
     assert c.same_answer == (c.a.decision.key == c.b.decision.key)
     assert c.text_diff[:2] == [f"--- {source}", f"+++ {res.plan_id}"]
     assert c.to_dict()["b"]["forked_from"]["phase"] == "r2"
+    assert Comparison.from_dict(c.to_dict()) == c  # what the HTTP backend reads back is what was sent
 
 
 def test_contents_are_shared_by_reference_and_read_through_the_phase(planes: Planes) -> None:
