@@ -167,7 +167,7 @@ def board(i: int, latency: float, words: int) -> dict[str, Any]:
 FIGURES = """
 WITH per_phase AS (
   SELECT ph.id, ph.status, ph.attempt,
-         (SELECT count(*) FROM contents c WHERE c.phase_id = ph.id) AS contents,
+         (SELECT count(*) FROM contents c WHERE c.id = ph.content_id) AS contents,
          -- a usage row is its phase's cost iff its attempt completed the phase (derived, not stored)
          (SELECT count(*) FROM usage u WHERE u.phase_id = ph.id AND ph.status = 'completed'
                                           AND u.attempt = ph.attempt) AS counted,

@@ -18,7 +18,11 @@ beside the same number of live plans submitted through the coordinator, and time
   covers every table that grows") in the steady state: retention has run all along (each
   site is caught up once after seeding, untimed), whole-plan deletion is on
   (``retain_finished_days=30``, the seeded plans finished 20 days ago) and nothing is due —
-  the pass is its three keyset queries, where history would show.
+  the pass is its three keyset queries, where history would show;
+- a retention pass that deletes ``DUE`` plans come due (made due before each pass, untimed),
+  the opening of each shared with another plan as a what-if fork's copy is: it deletes their
+  rows and the contents only they referenced, and keeps the shared ones — each content's
+  references looked up through ``ix_phases_content_id``, so its cost is the batch's.
 
 Each figure is the median of ``--runs`` timed calls after one warm-up, the two databases
 taking turns call by call (a noisy moment of a shared machine hits both alike); the tables are
@@ -72,17 +76,18 @@ SEED = (
                CAST(:spec AS json), 'completed', false, 0, '[]'::json,
                {_CREATED}, {_CREATED} + interval '9 seconds', {_CREATED} + interval '9 seconds'
         FROM generate_series(CAST(:lo AS integer), CAST(:hi AS integer)) AS i""",
+    f"""INSERT INTO contents (id, text, chars, sha256, created_at)
+        SELECT {_CONTENT_ID}, :text, length(:text), encode(sha256(convert_to(:text, 'UTF8')), 'hex'),
+               {_CREATED} + (k + 1) * interval '1 second'
+        FROM generate_series(CAST(:lo AS integer), CAST(:hi AS integer)) AS i, generate_series(0, 5) AS k""",
     f"""INSERT INTO phases (id, plan_id, key, kind, expert, round, group_key, position, depends_on, inputs, meta,
                            status, attempt, retries_requested, summary, truncated, created_at, started_at,
-                           finished_at)
+                           finished_at, content_id)
         SELECT {_PHASE_ID}, {_PLAN_ID}, (CAST(:keys AS text[]))[k + 1], 'expert', NULL, 1, NULL, k,
                CASE WHEN k = 0 THEN '[]'::json ELSE json_build_array((CAST(:keys AS text[]))[k]) END,
                '[]'::json, '{{}}'::json, 'completed', 1, 0, 'a summary', false,
-               {_CREATED}, {_CREATED} + k * interval '1 second', {_CREATED} + (k + 1) * interval '1 second'
-        FROM generate_series(CAST(:lo AS integer), CAST(:hi AS integer)) AS i, generate_series(0, 5) AS k""",
-    f"""INSERT INTO contents (id, plan_id, phase_id, attempt, text, chars, created_at)
-        SELECT {_CONTENT_ID}, {_PLAN_ID}, {_PHASE_ID}, 1, :text, length(:text),
-               {_CREATED} + (k + 1) * interval '1 second'
+               {_CREATED}, {_CREATED} + k * interval '1 second', {_CREATED} + (k + 1) * interval '1 second',
+               {_CONTENT_ID}
         FROM generate_series(CAST(:lo AS integer), CAST(:hi AS integer)) AS i, generate_series(0, 5) AS k""",
     f"""INSERT INTO usage (plan_id, phase_id, attempt, seq, purpose, model, input_tokens, output_tokens, source,
                           method, created_at)
@@ -113,6 +118,30 @@ def seed_finished(engine: Any, lo: int, hi: int) -> float:
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
         c.execute(text("ANALYZE"))
     return time.perf_counter() - t0
+
+
+DUE = 5  # finished plans each timed deletion pass finds due
+
+
+def come_due(engine: Any) -> None:
+    """Make the ``DUE`` oldest seeded plans due for whole-plan deletion (finished 40 days ago),
+    the opening of each also pointed at by the next plan's opening — as a what-if fork's copy
+    points at its source's content: the pass deletes their phases and the contents only they
+    referenced, and keeps those ``DUE`` openings' contents (another plan still uses them)."""
+    from sqlalchemy import text
+
+    with engine.begin() as c:
+        ids = [r[0] for r in c.execute(text(
+            "SELECT id FROM plans WHERE status = 'completed' AND title LIKE 'finished %' "
+            "AND finished_at > (now() at time zone 'utc') - interval '30 days' ORDER BY finished_at, id LIMIT :n"),
+            {"n": 2 * DUE})]
+        due, forks = ids[:DUE], ids[DUE:]
+        assert len(forks) == DUE, "the site ran out of finished plans: seed more, or run fewer runs"
+        c.execute(text("UPDATE plans SET finished_at = (now() at time zone 'utc') - interval '40 days' "
+                       "WHERE id = ANY(:due)"), {"due": due})
+        for source, fork in zip(due, forks, strict=True):
+            c.execute(text("UPDATE phases SET content_id = (SELECT content_id FROM phases WHERE plan_id = :s "
+                           "AND key = 'opening') WHERE plan_id = :f AND key = 'opening'"), {"s": source, "f": fork})
 
 
 def stall(engine: Any, live: list[str]) -> None:
@@ -204,6 +233,10 @@ class Site:
         def idle() -> None:
             assert self.coordinator.reconcile() == [], "a healthy plan was taken for stalled"
 
+        def delete_due() -> None:
+            done = self.coordinator.prune()
+            assert done is not None and done.plans == DUE, done
+
         return {
             "/metrics scrape": (lambda: scrape(self.db), None),
             "reconciler pass, all stalled": (reconcile, lambda: stall(self.engine, self.live)),
@@ -211,6 +244,8 @@ class Site:
             "listing page 1 (admin)": (lambda: listing.list_plans(self.db, tenant=None), None),
             "listing page 1 (a tenant)": (lambda: listing.list_plans(self.db, tenant="default"), None),
             "retention pass (hourly)": (self.coordinator.prune, None),  # caught up: nothing due
+            # DUE plans due, their openings shared with forks: their rows and unshared contents go
+            f"retention deleting {DUE} plans": (delete_due, lambda: come_due(self.engine)),
         }
 
     def close(self) -> None:

@@ -47,6 +47,15 @@ def plan_submitted(*, title: str, kind: str, phases: int, tenant: str,
                                        "principal": principal, "documents": documents, "chunks": chunks})
 
 
+def plan_forked(*, source: str, from_phase: str, reused: Sequence[str], rerun: Sequence[str]) -> NewEvent:
+    """A what-if fork was stored from plan ``source`` (``from_phase`` on runs anew): ``reused``, the
+    phases copied from it as completed (their contents shared, not copied: no attempt, no usage);
+    ``rerun``, the phases before ``from_phase`` that run anyway, because what they would be sent
+    differs from what the source's were sent."""
+    return NewEvent("plan_forked", {"source": source, "from": from_phase, "reused": list(reused),
+                                    "rerun": list(rerun)})
+
+
 def phase_started(phase: _Phase, *, attempt: int, worker: str, k: int, n: int) -> NewEvent:
     """``k`` of ``n`` phases were final when the claim was made."""
     return NewEvent("phase_started", {**_about(phase, attempt), "worker": worker, "k": k, "n": n}, phase.key)

@@ -100,6 +100,11 @@ class Plan(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # A what-if fork records its source: the plan it was forked from and the phase it runs
+    # anew from (storage.forks). Plain values, no foreign key: the source may be deleted by
+    # retention while the fork lives on (the contents it reuses are kept, by reference).
+    forked_from: Mapped[str | None] = mapped_column(String(36))
+    fork_phase: Mapped[str | None] = mapped_column(String(120))
 
 
 class Phase(Base):
@@ -108,6 +113,7 @@ class Phase(Base):
         UniqueConstraint("plan_id", "key", name="uq_phases_plan_key"),
         Index("ix_phases_plan_status", "plan_id", "status"),
         Index("ix_phases_status_due_at", "status", "due_at"),  # the deadline sweep (storage.seats)
+        Index("ix_phases_content_id", "content_id"),  # retention: is a content still referenced?
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
@@ -142,19 +148,28 @@ class Phase(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The full text of a completed phase, by reference: set by the completing write (a new
+    # content row) or, in a fork, to the content its source phase stored (no new row). Not
+    # ON DELETE CASCADE: retention deletes a content only once no phase references it.
+    content_id: Mapped[str | None] = mapped_column(ForeignKey("contents.id"))
+    # SHA-256 of what the phase was sent (orchestrator.plan.fingerprint), stored by the
+    # completing write; a fork copies the phase only when its own hash for it is this one.
+    sent_hash: Mapped[str | None] = mapped_column(String(64))
+    # In a fork: the plan this completed phase was copied from (no attempt, no usage here).
+    reused_from: Mapped[str | None] = mapped_column(String(36))
 
 
 class Content(Base):
-    """The full text of a phase's result. Exactly one per completed phase."""
+    """A full text: the result of a completed phase, referenced by every phase that has it
+    (``phases.content_id``) — the phase that wrote it and the forks that reuse it. It belongs
+    to no single plan: it lives as long as some phase references it (:mod:`storage.retention`)."""
 
     __tablename__ = "contents"
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), index=True)
-    phase_id: Mapped[str] = mapped_column(ForeignKey("phases.id", ondelete="CASCADE"), unique=True)
-    attempt: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
     chars: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(String(64))  # of the text's UTF-8: an input's hash in a phase's sent_hash
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

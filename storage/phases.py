@@ -174,6 +174,7 @@ def complete_phase(
     verdict: dict[str, Any] | None = None,
     events: Sequence[NewEvent] = (),
     early_stop: EarlyStop | None = None,
+    sent_hash: str | None = None,
 ) -> Finished:
     """Finish a phase with its result, in one transaction, in the order DESIGN.md gives:
     lock the plan row → cancel flag → content → fenced status update → outbox event.
@@ -186,7 +187,8 @@ def complete_phase(
     ``insertion`` is applied only while fewer than the plan's ``max_debates`` groups of
     that kind are stored (read under the plan's lock). ``verdict`` is stored with the status;
     ``events`` (a decision's ``decision_recorded``) are appended before ``phase_completed``;
-    ``early_stop`` skips later rounds in the same transaction (:class:`EarlyStop`).
+    ``early_stop`` skips later rounds in the same transaction (:class:`EarlyStop`); ``sent_hash``
+    (what the phase was sent: ``orchestrator.plan.fingerprint``) is stored with the status.
 
     Idempotent for its own attempt: when a previous call committed but its
     caller never heard back (the connection dropped after COMMIT) and retries,
@@ -194,7 +196,7 @@ def complete_phase(
     """
     now = utcnow()
     result = Result(phase_id=phase_id, attempt=attempt, content_id=str(uuid.uuid4()), text=text, summary=summary,
-                    truncated=truncated, fallback=fallback, offloaded=offloaded, verdict=verdict)
+                    truncated=truncated, fallback=fallback, offloaded=offloaded, verdict=verdict, sent_hash=sent_hash)
     try:
         with db.transaction() as s:
             plan = db.sql.lock_plan(s, plan_id, now)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,10 +13,11 @@ from sqlalchemy import or_, select, update
 from storage import event_shapes, tenancy
 from storage.briefings import add_briefing
 from storage.db import Database
+from storage.event_shapes import NewEvent
 from storage.exceptions import Ambiguous, Busy, Conflict, NotFound
 from storage.identity import DEFAULT_TENANT, Principal
 from storage.ids import MIN_PREFIX, as_id_prefix, as_plan_id, is_short_prefix, new_plan_id
-from storage.models import Phase, Plan, utcnow
+from storage.models import Content, Phase, Plan, utcnow
 from storage.outbox import Outbox
 from storage.phases import EARLY_STOP
 from storage.read_models import EventRecord, NewDocument, NewPhase, PhaseRecord, PlanRecord, snapshot
@@ -32,6 +33,42 @@ class Created:
     plan_id: str
     created: bool
     events: tuple[EventRecord, ...] = ()
+
+
+@dataclass(frozen=True)
+class Reused:
+    """A phase a fork copies from its source as completed: the source's content, shared by
+    reference (no new content row), its verdict and summary, and the hash of what it was sent
+    (equal, by the fork's selection, to what the fork's phase would be sent)."""
+
+    content_id: str
+    sent_hash: str
+    summary: str | None
+    truncated: bool
+    verdict: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A phase a fork stores skipped, as its source's early stop skipped it (the round summary
+    that stopped was copied)."""
+
+    error_code: str
+    error_message: str | None
+
+
+@dataclass(frozen=True)
+class Fork:
+    """What makes a new plan a what-if fork of ``source`` (:func:`create_plan`): the phase it
+    runs anew from, the phases it copies (:class:`Reused`) or stores skipped (:class:`Skipped`),
+    and the events that tell it (``plan_forked``, and the debates and early stops its copied
+    phases decided in the source, replayed)."""
+
+    source: str
+    from_phase: str
+    reused: Mapping[str, Reused]
+    skipped: Mapping[str, Skipped]
+    events: Sequence[NewEvent] = ()
 
 
 @dataclass(frozen=True)
@@ -75,6 +112,7 @@ def create_plan(
     max_debates: int = 0,
     labels: Sequence[str] = (),
     monthly_usd: float | None = None,
+    fork: Fork | None = None,
 ) -> Created:
     """Insert a plan, all its phases and its briefing (documents and chunks) in one
     transaction, in ``tenant``: a failure anywhere stores nothing.
@@ -89,6 +127,11 @@ def create_plan(
     under a per-tenant database lock; with :class:`BudgetSpent` once the tenant's
     ``monthly_usd`` (None: no budget) is spent this month. ``principal`` is recorded on the
     ``plan_submitted`` event (id and name, never a token).
+
+    With ``fork`` the plan is a what-if fork (:class:`Fork`), admitted like any plan: its
+    copied phases are stored completed, pointing at their source's contents — locked ``FOR KEY
+    SHARE`` first, so retention cannot delete one under it; one already gone (the source was
+    deleted meanwhile) is :class:`NotFound` and nothing is stored.
     """
     if task_id is not None:
         existing = _by_task_id(db, tenant, task_id)
@@ -101,15 +144,20 @@ def create_plan(
                                 monthly_usd=monthly_usd)
             s.add(Plan(id=plan_id, tenant=tenant, task_id=task_id, title=title, kind=kind, spec=spec,
                        max_debates=max_debates, labels=list(labels),
-                       status=PlanStatus.RUNNING, created_at=now, updated_at=now))
+                       status=PlanStatus.RUNNING, created_at=now, updated_at=now,
+                       forked_from=fork.source if fork else None, fork_phase=fork.from_phase if fork else None))
             s.flush()
+            if fork is not None:
+                _hold_contents(s, fork)
             for p in phases:
-                s.add(_phase_row(plan_id, p, now))
+                s.add(_phase_row(plan_id, p, now) if fork is None else _forked_row(plan_id, p, now, fork))
             n_chunks = add_briefing(s, plan_id, briefing)
             outbox = Outbox(s, plan_id)
             outbox.append(event_shapes.plan_submitted(title=title, kind=kind, phases=len(phases), tenant=tenant,
                                                   principal=principal.audit() if principal else None,
                                                   documents=len(briefing), chunks=n_chunks))
+            for event in fork.events if fork is not None else ():
+                outbox.append(event)
             stored = outbox.records()
     except Conflict:
         if task_id is not None:  # lost a race with an identical submission
@@ -124,6 +172,35 @@ def _phase_row(plan_id: str, p: NewPhase, now: datetime) -> Phase:
     return Phase(id=str(uuid.uuid4()), plan_id=plan_id, key=p.key, kind=p.kind, expert=p.expert,
                  round=p.round, group_key=p.group_key, position=p.position, depends_on=list(p.depends_on),
                  inputs=list(p.inputs), meta=dict(p.meta), status=PhaseStatus.PENDING, attempt=0, created_at=now)
+
+
+def _forked_row(plan_id: str, p: NewPhase, now: datetime, fork: Fork) -> Phase:
+    """A fork's phase: copied from its source as completed (no attempt: never claimed here, and
+    so no usage row), stored skipped as the source's early stop skipped it, or pending."""
+    row = _phase_row(plan_id, p, now)
+    reused, skipped = fork.reused.get(p.key), fork.skipped.get(p.key)
+    if reused is not None:
+        row.status, row.finished_at, row.reused_from = PhaseStatus.COMPLETED, now, fork.source
+        row.content_id, row.sent_hash, row.verdict = reused.content_id, reused.sent_hash, reused.verdict
+        row.summary, row.truncated = reused.summary, reused.truncated
+    elif skipped is not None:
+        row.status, row.finished_at = PhaseStatus.SKIPPED, now
+        row.error_code, row.error_message = skipped.error_code, skipped.error_message
+    return row
+
+
+def _hold_contents(s: Any, fork: Fork) -> None:
+    """Lock the contents a fork reuses against deletion until it commits (``FOR KEY SHARE``: what
+    the foreign key's check would take, taken first so a vanished one is told apart), and
+    refuse the fork when one is gone — its source was deleted meanwhile."""
+    wanted = {r.content_id for r in fork.reused.values()}
+    if not wanted:
+        return
+    found = set(s.scalars(select(Content.id).where(Content.id.in_(sorted(wanted)))
+                          .with_for_update(key_share=True, read=True)))
+    if found != wanted:
+        raise NotFound(f"plan {fork.source} was deleted while the fork was made: "
+                       f"{len(wanted - found)} of the contents it would reuse are gone")
 
 
 def _by_task_id(db: Database, tenant: str, task_id: str) -> PlanRecord | None:

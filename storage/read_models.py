@@ -34,6 +34,8 @@ class PlanRecord:
     finished_at: datetime | None
     labels: list[str] = dataclasses.field(default_factory=list)
     notes: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # steering notes (storage.steering)
+    forked_from: str | None = None  # a fork's source plan (storage.models.Plan.forked_from)
+    fork_phase: str | None = None  # and the phase it runs anew from
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", PlanStatus(self.status))
@@ -70,6 +72,9 @@ class PhaseRecord:
     finished_at: datetime | None
     verdict: dict[str, Any] | None = None  # see storage.models.Phase.verdict
     due_at: datetime | None = None  # a person's seat: when it ends unanswered (storage.seats)
+    content_id: str | None = None  # the content it points at (its own, or a fork's source's)
+    sent_hash: str | None = None  # what it was sent (orchestrator.plan.fingerprint)
+    reused_from: str | None = None  # in a fork: the plan this completed phase was copied from
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", PhaseStatus(self.status))

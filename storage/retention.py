@@ -5,8 +5,12 @@ transaction, so a worker killed mid-pass leaves every plan either whole or gone:
 
 1. **Whole plans**, only when the operator asks (``delete_before``, from
    ``CONCLAVE_RETAIN_FINISHED_DAYS``): a plan that finished before it is deleted with
-   everything that belongs to it — phases, contents, usage, events, documents, chunks (and,
-   on SQLite, their full-text rows, by trigger) — oldest first, at most ``per_pass`` plans.
+   everything that belongs to it — phases, usage, events, documents, chunks (and, on SQLite,
+   their full-text rows, by trigger) — oldest first, at most ``per_pass`` plans; and the
+   contents its phases pointed at, each only once no phase references it any more: a what-if
+   fork's copied phases share their source's contents (:mod:`storage.contents`), so deleting
+   the source leaves them to the fork. The candidates are this batch's phases' contents only,
+   each checked through ``ix_phases_content_id``: the cost is the batch's, not the history's.
 2. **Newly finished plans** lose every event past the per-plan cap (the newest are kept)
    and those older than ``older_than``, and their transient rows (resume guards, enqueue
    marks) are cleared — once, when the plan has been finished ``GRACE``.
@@ -61,9 +65,10 @@ RAN = "retention"  # fleet_state: when retention last ran
 TRIMMED = "retention.trimmed"  # fleet_state: watermark of step 2
 AGED = "retention.aged"  # fleet_state: watermark of step 3
 
-#: Every table with a ``plan_id``, children before parents (chunks before documents,
-#: contents and usage before phases): a batch deletes in this order, never relying on cascades.
-BELONGS_TO_PLAN = (WebhookDelivery, Chunk, Document, UsageRow, Content, Event, Phase)
+#: Every table with a ``plan_id``, children before parents (chunks before documents, usage
+#: before phases): a batch deletes in this order, never relying on cascades. Contents have no
+#: plan: they go after the phases, when nothing references them (:func:`_delete_contents`).
+BELONGS_TO_PLAN = (WebhookDelivery, Chunk, Document, UsageRow, Event, Phase)
 
 
 @dataclass
@@ -121,11 +126,28 @@ def _delete_plans(db: Database, before: datetime, n: int, done: Pruned) -> int:
             .order_by(Plan.finished_at, Plan.id).limit(n).with_for_update(skip_locked=True)))
         if not ids:
             return 0
+        pointed = sorted({str(c) for c in s.scalars(select(Phase.content_id).where(
+            Phase.plan_id.in_(ids), Phase.content_id.is_not(None)))})
         for table in BELONGS_TO_PLAN:
             s.execute(delete(table).where(table.plan_id.in_(ids)).execution_options(synchronize_session=False))
         s.execute(delete(Plan).where(Plan.id.in_(ids)).execution_options(synchronize_session=False))
+        _delete_contents(s, pointed)
         done.plans += len(ids)
         return len(ids)
+
+
+def _delete_contents(s: Session, candidates: list[str]) -> None:
+    """Delete the contents among ``candidates`` that no phase references any more. They are
+    locked first (``FOR UPDATE``: a fork inserting a reference to one holds ``KEY SHARE`` on it,
+    so this waits for that fork to commit, and a fork that comes later waits for this), and
+    only then counted, by a statement of its own — on Postgres it sees every reference committed
+    before the lock was granted. A content some phase still points at stays."""
+    if not candidates:
+        return
+    s.execute(select(Content.id).where(Content.id.in_(candidates)).with_for_update())
+    referenced = select(Phase.id).where(Phase.content_id == Content.id).exists()
+    s.execute(delete(Content).where(Content.id.in_(candidates), ~referenced)
+              .execution_options(synchronize_session=False))
 
 
 def _walk(db: Database, mark_name: str, until: datetime, n: int, done: Pruned, *,

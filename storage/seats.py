@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from storage import event_shapes
 from storage.db import Database
@@ -36,6 +36,7 @@ from storage.exceptions import NotFound
 from storage.models import Content, Phase, Plan, utcnow
 from storage.plans import PLAN_LOCK
 from storage.read_models import EventRecord
+from storage.sql.base import text_sha256
 from storage.status import PhaseStatus, PlanStatus
 
 TIMED_OUT = "input.timed_out"  # the error code of a seat that nobody answered in time
@@ -137,16 +138,19 @@ def answer(db: Database, *, plan_id: str, key: str, text: str, summary: str, off
                           cancel_requested=lock.cancel_requested, answered_by=given.get("by"),
                           answered_at=given.get("at"))
         record = {"by": actor, "at": now.isoformat(), "idempotency_key": idempotency_key}
+        content_id = str(uuid.uuid4())  # first: the phase's content_id references it
+        s.add(Content(id=content_id, text=text, chars=len(text), sha256=text_sha256(text), created_at=now))
+        s.flush()
         fenced = s.execute(
             update(Phase).where(Phase.id == row.id, Phase.plan_id == plan_id, Phase.attempt == row.attempt,
                                 Phase.status == PhaseStatus.AWAITING_INPUT)
             .values(status=PhaseStatus.COMPLETED, summary=summary, truncated=False, verdict=verdict,
-                    finished_at=now, error_code=None, error_message=None, meta={**(row.meta or {}), "answer": record})
+                    content_id=content_id, finished_at=now, error_code=None, error_message=None,
+                    meta={**(row.meta or {}), "answer": record})
             .returning(Phase.id).execution_options(synchronize_session=False)).first()
         if fenced is None:  # cannot happen under the plan lock; refuse rather than guess
+            s.execute(delete(Content).where(Content.id == content_id))
             return Answer(False, PhaseStatus(row.status))
-        s.add(Content(id=str(uuid.uuid4()), plan_id=plan_id, phase_id=row.id, attempt=row.attempt, text=text,
-                      chars=len(text), created_at=now))
         s.flush()
         k, n = db.sql.progress(s, plan_id)
         events = (

@@ -36,6 +36,7 @@ from orchestrator.plan import tally
 from orchestrator.plan.dag import BUDGET_EXHAUSTED
 from orchestrator.plan.debates import MalformedVerdict, debate_insertion, parse_verdict
 from orchestrator.plan.divergence import lexical_verdict
+from orchestrator.plan.fingerprint import decision_seed, fingerprint, models_for
 from orchestrator.plan.prompts import build_request, divergence_retry, verdict_repair
 from orchestrator.plan.registry import ModelResolver
 from orchestrator.plan.schema import BoardPlan, TeamPlan, parse_plan
@@ -164,7 +165,7 @@ class PhaseRunner:
         next one when a model fails after its own retries; never after a cancel or with the
         budget spent) — then the one corrective request a malformed structured answer gets
         (a verdict repair that fails leaves the turn complete, its verdict an abstention)."""
-        models = work.plan.expert(work.phase.expert or "").models
+        models = models_for(work.plan, work.phase)  # a fork's phase may keep its source's (meta.models)
         for i, name in enumerate(models):
             spec, request = self.prepare(work, name)
             try:
@@ -233,8 +234,7 @@ class PhaseRunner:
         its inputs (read from the content store in the claim, never from summaries), with
         the briefing's passages for this call when the plan has a briefing (one read:
         :class:`~tasks.briefer.Briefer`; none without a briefing)."""
-        expert = work.plan.expert(work.phase.expert or "")
-        spec = self.model_spec(work.plan, model or expert.model)
+        spec = self.model_spec(work.plan, model or models_for(work.plan, work.phase)[0])
         request = build_request(work.plan, work.phase, work.inputs, work.texts, work.notes)
         return spec, self.briefer.brief(work.plan, work.phase, work.texts, spec, request)
 
@@ -323,7 +323,7 @@ class PhaseRunner:
         """The ``decision`` phase: the tally of its inputs' stored verdicts
         (:mod:`orchestrator.plan.tally`) — code, no model, no tokens, no usage row. Its text is
         the record read aloud, its verdict the record, stored with a ``decision_recorded`` event."""
-        decision = tally.decide(work.plan, work.plan_id, work.inputs)
+        decision = tally.decide(work.plan, decision_seed(work.phase), work.inputs)  # a fork keeps its source's seed
         read_aloud = Completion(text=tally.decision_text(decision), usage=Usage(0, 0, "estimated", "tally"),
                                 finish_reason=f"tally:{decision.protocol}")
         return Answered(read_aloud, decided=decision.as_json())
@@ -349,17 +349,27 @@ class PhaseRunner:
                 insertion = debate_insertion(work.plan, work.phase, verdict, work.inputs)
         early_stop = self.early_stop(work)
         summary = text if len(text) <= self.settings.summary_chars else text[: self.settings.summary_chars] + "…"
+        sent = self.sent_hash(work)
         done = self._durably(lambda: phases.complete_phase(
             self.db, plan_id=work.plan_id, phase_id=work.phase.id, attempt=work.attempt, text=text,
             summary=summary, truncated=completion.truncated, fallback=completion.fallback,
             offloaded=len(text) > self.settings.inline_limit, insertion=insertion, verdict=answer, events=events,
-            early_stop=early_stop))
+            early_stop=early_stop, sent_hash=sent))
         if done.status == Outcome.FENCED:
             log.warning("result discarded: another attempt owns the phase", extra={"action": "phase.fenced"})
             return done.status
         publish_events(self.bus, work.plan_id, done.events)
         log.info("phase %s %s (%d chars)", work.key, done.status, len(text), extra={"action": f"phase.{done.status}"})
         return done.status
+
+    def sent_hash(self, work: PhaseWork) -> str | None:
+        """The hash of what this phase was sent (:mod:`orchestrator.plan.fingerprint`), stored with
+        its result: a what-if fork copies the result only onto a phase whose own hash is this one.
+        None (never copied) when it cannot be computed."""
+        try:
+            return fingerprint(work.plan, work.phase, work.inputs, work.texts, self.models, work.notes)
+        except LLMError:  # a model this worker no longer resolves: the phase ran, but is never matched
+            return None
 
     def early_stop(self, work: PhaseWork) -> phases.EarlyStop | None:
         """The rounds a board skips when its panel agreed at this round summary

@@ -1,6 +1,6 @@
 """The plan routes under ``/v1``: submit, list, read, patch, result and phase content
-(with their briefing citations), the briefing's documents, resume, cancel, and the event
-stream (:mod:`orchestrator.api.events`).
+(with their briefing citations), the briefing's documents, resume, cancel, a what-if fork and
+the diff of two plans, and the event stream (:mod:`orchestrator.api.events`).
 
 Every route names the scope it needs (:func:`orchestrator.api.auth.require`) and hands
 the caller's principal to the read side (:class:`~orchestrator.control.reads.PlanReads`),
@@ -30,6 +30,7 @@ from orchestrator.api import inputs as inp
 from orchestrator.api.auth import require, still_standing
 from orchestrator.api.events import EventStreams
 from orchestrator.api.schemas import (
+    FORK_BODY,
     PATCH_BODY,
     PLAN_BODY,
     DocumentList,
@@ -42,7 +43,7 @@ from orchestrator.api.schemas import (
 from orchestrator.api.stream_schema import EVENT_STREAM_PARAMETERS, EVENT_STREAM_RESPONSE
 from orchestrator.briefing.documents import DocumentView
 from orchestrator.client.local import LocalBackend
-from orchestrator.control.coordinator import CancelResult, Coordinator, ResumeResult
+from orchestrator.control.coordinator import CancelResult, Coordinator, ForkResult, ResumeResult
 from orchestrator.control.plan_query import PlanQuery, page_dict
 from orchestrator.control.reads import PlanReads
 from orchestrator.core.errors import (
@@ -57,6 +58,7 @@ from orchestrator.core.errors import (
     TenantBudgetExhausted,
 )
 from orchestrator.core.settings import Settings
+from orchestrator.plan.plan_diff import Comparison
 from orchestrator.plan.plan_text import SIZE_SETTING
 from orchestrator.plan.schema import MAX_LABELS, TASK_ID_RE
 from orchestrator.plan.views import PlanView
@@ -73,6 +75,9 @@ class ResumeBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     retry_failed: bool = False
+
+
+FORK_FIELDS = ("from", "overrides")
 
 
 async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -240,6 +245,47 @@ def plans_router(settings: Settings) -> APIRouter:
         res = await _call(_coordinator(request).cancel, inp.plan_ref(plan_id), principal=principal)
         return JSONResponse(asdict(res))
 
+    @router.post("/plans/{plan_id}/fork", operation_id="fork_plan", status_code=201, response_model=ForkResult,
+                 openapi_extra={"requestBody": FORK_BODY},
+                 responses={200: {"model": ForkResult, "description": "already forked (same task_id, same plan)"},
+                            **errors(400, 401, 402, 403, 404, 409, 413, 415, 422, 429, 503)})
+    async def fork_plan(plan_id: str, request: Request, principal: Principal | None = writer) -> JSONResponse:
+        """A what-if fork: a new plan of the caller's tenant, `overrides` (a partial plan) merged over
+        the source's, whose phases before `from` are copied from the source where what they would be
+        sent is unchanged (their contents shared, no cost) and whose other phases run."""
+        ref = inp.plan_ref(plan_id)
+        data = inp.parse_json_object(await inp.read_body(request, limit, what="the fork", setting=SIZE_SETTING),
+                                     inp.media_type(request))
+        unknown = sorted(set(data) - set(FORK_FIELDS))
+        if unknown:
+            raise InvalidRequest(f"{unknown[0]}: unknown field (a fork is {{\"from\": PHASE, \"overrides\": {{…}}}})",
+                                 details=[{"field": k, "message": "unknown field"} for k in unknown])
+        if "from" not in data:
+            raise InvalidRequest("from: the phase the fork runs anew from is required (e.g. \"r2\")",
+                                 details=inp.field_error("from", "required"))
+        try:
+            res = await _call(_coordinator(request).fork, ref, data["from"], data.get("overrides"),
+                              principal=principal)
+        except CapacityExceeded as exc:
+            raise CapacityExceeded(exc.message, details=inp.field_error("body", "too many active plans")) from exc
+        except (SubmitRateLimited, TenantBudgetExhausted, NotReady):
+            raise
+        except PlanConflict as exc:  # its task_id was forked before with a different plan
+            raise PlanConflict(exc.message, details=inp.field_error(
+                "overrides.task_id", "already submitted with a different plan")) from exc
+        return JSONResponse(asdict(res), status_code=201 if res.created else 200,
+                            headers={"Location": f"/v1/plans/{res.plan_id}"})
+
+    @router.get("/plans/{plan_id}/diff/{other}", operation_id="diff_plans", response_model=Comparison,
+                responses=errors(401, 403, 404, 422, 503))
+    async def diff_plans(plan_id: str, other: str, request: Request,
+                         principal: Principal | None = reader) -> JSONResponse:
+        """Two plans side by side: their decision records, the final texts' line diff, which phases each
+        reused or ran, and their cost (a plan of another tenant is a 404, as on every route)."""
+        a, b = inp.plan_ref(plan_id), _other_ref(other)
+        found = await _call(_reads(request).diff, a, b, principal=principal)
+        return JSONResponse(found.to_dict())
+
     @router.get("/plans/{plan_id}/events", operation_id="stream_events", response_class=StreamingResponse,
                 openapi_extra={"parameters": EVENT_STREAM_PARAMETERS},
                 responses={200: EVENT_STREAM_RESPONSE, **errors(401, 403, 404, 422, 429, 503)})
@@ -258,6 +304,15 @@ def plans_router(settings: Settings) -> APIRouter:
                                  background=BackgroundTask(slot.release))
 
     return router
+
+
+def _other_ref(value: str) -> str:
+    """The second plan of a diff, named ``other`` in errors."""
+    try:
+        return inp.plan_ref(value)
+    except InvalidRequest:
+        raise InvalidRequest("other must be a plan id or task_id (1-200 letters, digits, '_.:-')",
+                             details=inp.field_error("other", "malformed id")) from None
 
 
 def _coordinator(request: Request) -> Coordinator:

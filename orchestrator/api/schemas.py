@@ -121,6 +121,24 @@ class EvalBody(BaseModel):
                                              "arms, judge")
 
 
+class ForkBody(BaseModel):
+    """``POST /v1/plans/{id}/fork``: the phase the fork runs anew from, and what changes."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    from_: str = Field(alias="from", description="a phase key of the source plan (`r2.dana`, `synthesis`, …) or, "
+                                                 "for a board, a round (`r2`): it and everything downstream run anew")
+    overrides: dict[str, Any] | None = Field(
+        None, description="a partial plan merged over the source's: mappings merge, `null` removes a key, lists of "
+                          "mappings (`experts`, `phases`) merge item by item, other values replace; validated whole "
+                          "(errors name `overrides.<field>`). `task_id` and `labels` are the fork's own.")
+
+
+FORK_BODY = {
+    "required": True,
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ForkBody"}}},
+}
+
 EVAL_BODY = {
     "required": True,
     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/EvalBody"}}},
@@ -170,7 +188,7 @@ def install_openapi(app: FastAPI) -> None:
         components["ErrorResponse"] = ErrorResponse.model_json_schema(ref_template="#/components/schemas/{model}")
         components["ErrorResponse"].pop("$defs", None)
         for name, adapter in (("Plan", TypeAdapter(PlanSpec)), ("PlanUpdate", TypeAdapter(PlanUpdate)),
-                              ("EvalBody", TypeAdapter(EvalBody))):
+                              ("EvalBody", TypeAdapter(EvalBody)), ("ForkBody", TypeAdapter(ForkBody))):
             body = adapter.json_schema(ref_template="#/components/schemas/{model}")
             components.update(body.pop("$defs", {}))
             components[name] = body

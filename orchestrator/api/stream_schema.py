@@ -27,6 +27,7 @@ class EventType(StrEnum):
     (in the order a plan's life meets them)."""
 
     PLAN_SUBMITTED = "plan_submitted"
+    PLAN_FORKED = "plan_forked"
     PHASE_STARTED = "phase_started"
     PHASE_COMPLETED = "phase_completed"
     PHASE_FAILED = "phase_failed"

@@ -3,6 +3,7 @@
 One command family per module:
 
     plan_commands.py   submit, list, status, result, cancel
+    fork_commands.py   fork, diff: a what-if fork from any phase, and two plans side by side
     running.py         run, watch, resume (and what Ctrl-C does while following a plan)
     people_commands.py answer, approve, send-back, steer (a person's part in a plan)
     info.py            info: which Conclave this shell talks to
@@ -15,8 +16,8 @@ Exit codes: 0 completed, 1 failed (or any other error), 2 invalid input (the mes
 the field), 130 cancelled or interrupted. No command prints a traceback for a user error.
 
 ``submit``, ``list``, ``status``, ``watch``, ``result``, ``run``, ``resume``, ``cancel``,
-``answer``, ``approve``, ``send-back`` and ``steer`` talk to the HTTP API instead of the database
-with ``--url`` (or ``CONCLAVE_URL``); the token comes from ``CONCLAVE_TOKEN`` (``--token`` also
+``answer``, ``approve``, ``send-back``, ``steer``, ``fork`` and ``diff`` talk to the HTTP API instead of the
+database with ``--url`` (or ``CONCLAVE_URL``); the token comes from ``CONCLAVE_TOKEN`` (``--token`` also
 works, but shows in ``ps``). On the database
 they act as the operator, or for the tenant of ``--tenant`` / ``CONCLAVE_TENANT``.
 """
@@ -27,6 +28,7 @@ import click
 
 from orchestrator.cli import common, info, running
 from orchestrator.cli import fleet_commands as fleet
+from orchestrator.cli import fork_commands as forks
 from orchestrator.cli import people_commands as people
 from orchestrator.cli import plan_commands as plans
 from orchestrator.cli import token_commands as tokens
@@ -43,7 +45,7 @@ def cli() -> None:
 
 for command in (running.run, plans.submit, plans.list_plans, plans.status, running.watch, plans.result,
                 running.resume, plans.cancel, people.answer, people.approve, people.send_back, people.steer,
-                info.info, fleet.worker, fleet.beat, fleet.api, fleet.flower,
+                forks.fork, forks.diff, info.info, fleet.worker, fleet.beat, fleet.api, fleet.flower,
                 fleet.health, fleet.db, tokens.tokens, hooks.webhooks):
     cli.add_command(command)
 

@@ -168,12 +168,18 @@ def status(plan_id: str, as_json: bool, url: str | None, token: str | None, tena
         c.print(f"plan {view.id}  {escape(f'[{view.status}]')}  "
                 f"{view.done}/{len(view.phases)} done  {view.usage.total_tokens:,} tokens"
                 + (" (est.)" if view.usage.estimated else "") + spent_line(view), highlight=False, soft_wrap=True)
+        if view.forked_from:
+            reused = sum(1 for p in view.phases if p.reused_from)
+            c.print(escape(f"fork of {view.forked_from['plan_id']} from {view.forked_from['phase']}: {reused} "
+                           "phase(s) reused from it at no cost (their usage is the source's)"), highlight=False,
+                    soft_wrap=True)
         for p in view.phases:
             said = "" if not p.verdict or p.kind == "decision" else (
                 f"  verdict: {p.verdict.get('answer')} ({p.verdict.get('confidence', 0):.2f})"
                 if p.verdict.get("answer") is not None else "  verdict: abstained")
-            c.print(f"  {p.status:<10} {p.key:<28} {p.expert or '':<12} attempt {p.attempt}"
-                    + (f"  {p.error_code}" if p.error_code else "") + said, highlight=False)
+            run = f"reused from {p.reused_from}" if p.reused_from else f"attempt {p.attempt}"
+            c.print(f"  {p.status:<10} {p.key:<28} {p.expert or '':<12} {run}"
+                    + (f"  {p.error_code}" if p.error_code else "") + said, highlight=False, soft_wrap=True)
         from orchestrator.client.console import decision_lines, early_stop_line
 
         stopped = early_stop_line(view)

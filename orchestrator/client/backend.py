@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.briefing.documents import CitationView, DocumentSummary, DocumentView
-from orchestrator.control.coordinator import CancelResult, ResumeResult, SubmitResult
+from orchestrator.control.coordinator import CancelResult, ForkResult, ResumeResult, SubmitResult
 from orchestrator.control.people import AnswerResult, ApprovalResult, SendBackResult, SteerResult
 from orchestrator.control.plan_query import Moment, Values
 from orchestrator.core.bus import Subscription
 from orchestrator.core.settings import Settings
+from orchestrator.plan.plan_diff import Comparison
 from orchestrator.plan.schema import BoardPlan, TeamPlan
 from orchestrator.plan.views import PlanView
 from orchestrator.webhooks.endpoints import EndpointSecret
@@ -60,6 +61,10 @@ class ConclaveBackend(Protocol):
     def send_back(self, plan_id: str, note: str) -> SendBackResult: ...
 
     def steer(self, plan_id: str, note: str) -> SteerResult: ...
+
+    def fork(self, plan_id: str, from_phase: str, overrides: dict[str, Any] | None = None) -> ForkResult: ...
+
+    def diff(self, a: str, b: str) -> Comparison: ...
 
     def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
                    created_before: Moment = None, task_id: str | None = None, limit: int | None = None,

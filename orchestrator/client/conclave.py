@@ -19,19 +19,21 @@ HTTP. Both give the same types and raise the same :mod:`orchestrator.core.errors
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import Any
 
 from orchestrator.briefing.documents import CitationView, DocumentSummary, DocumentView
 from orchestrator.client.backend import ConclaveBackend, PlanSource
 from orchestrator.client.local import LocalBackend
-from orchestrator.control.coordinator import CancelResult, ResumeResult, SubmitResult
+from orchestrator.control.coordinator import CancelResult, ForkResult, ResumeResult, SubmitResult
 from orchestrator.control.people import AnswerResult, ApprovalResult, SendBackResult, SteerResult
 from orchestrator.control.plan_query import Moment, Values
 from orchestrator.core.bus import Bus, Subscription
 from orchestrator.core.errors import InvalidConfiguration
 from orchestrator.core.settings import Settings
+from orchestrator.plan.overrides import assignments
+from orchestrator.plan.plan_diff import Comparison
 from orchestrator.plan.views import PlanView, wait_final
 from orchestrator.webhooks.endpoints import ROTATION_SECONDS, EndpointSecret
 from storage import Database
@@ -176,6 +178,23 @@ class Conclave:
         """Give a running meeting a note: every phase that starts from now on is given it, with
         who sent it; a phase already running is not changed."""
         return self.backend.steer(plan_id, note)
+
+    def fork(self, plan_id: str, from_phase: str, overrides: dict[str, Any] | None = None, *,
+             changes: Sequence[str] = ()) -> ForkResult:
+        """A what-if fork of the plan: a new plan, ``overrides`` (a partial plan) merged over its
+        spec, and ``changes`` (``"experts[1].model=gpt"``, as ``conclave fork --set`` takes them)
+        over those. Its phases before ``from_phase`` (a phase key, or a board's round ``"r2"``)
+        are copied from the plan where what they would be sent is unchanged — their contents
+        shared, no cost — and the others run. Submitted like any plan (model checks, admission,
+        budgets, its own ``task_id``); ``reused`` and ``rerun`` say what it copied and what runs
+        anyway. Field errors name ``from`` or ``overrides.<field>``."""
+        merged = assignments(changes, overrides, option="changes") if changes else overrides
+        return self.backend.fork(plan_id, from_phase, merged)
+
+    def diff(self, a: str, b: str) -> Comparison:
+        """Plans ``a`` and ``b`` side by side: their decision records, the final texts' line diff,
+        which phases each reused or ran (and whether their texts are the same, or shared), cost."""
+        return self.backend.diff(a, b)
 
     def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
                    created_before: Moment = None, task_id: str | None = None, limit: int | None = None,

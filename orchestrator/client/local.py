@@ -26,7 +26,7 @@ from typing import Any
 from orchestrator.briefing.documents import CitationView, DocumentSummary, DocumentView
 from orchestrator.client.backend import PlanSource
 from orchestrator.client.local_briefing import load_local_plan
-from orchestrator.control.coordinator import CancelResult, Coordinator, ResumeResult, SubmitResult
+from orchestrator.control.coordinator import CancelResult, Coordinator, ForkResult, ResumeResult, SubmitResult
 from orchestrator.control.dispatch import CeleryDispatcher
 from orchestrator.control.eval_records import EvalRecords
 from orchestrator.control.people import AnswerResult, ApprovalResult, SendBackResult, SteerResult
@@ -36,6 +36,7 @@ from orchestrator.core.bus import Bus, Subscription, open_bus
 from orchestrator.core.errors import NotReady, storage_boundary
 from orchestrator.core.settings import Settings
 from orchestrator.fleet.celery_app import Shared, build_app, share
+from orchestrator.plan.plan_diff import Comparison
 from orchestrator.plan.views import PlanView
 from orchestrator.webhooks.courier import Courier
 from orchestrator.webhooks.endpoints import (
@@ -159,6 +160,12 @@ class LocalBackend:
 
     def steer(self, plan_id: str, note: str) -> SteerResult:
         return self.coordinator.steer(plan_id, note, principal=self.principal)
+
+    def fork(self, plan_id: str, from_phase: str, overrides: dict[str, Any] | None = None) -> ForkResult:
+        return self.coordinator.fork(plan_id, from_phase, overrides, principal=self.principal)
+
+    def diff(self, a: str, b: str) -> Comparison:
+        return self.reads.diff(a, b, principal=self.principal)
 
     def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
                    created_before: Moment = None, task_id: str | None = None, limit: int | None = None,

@@ -45,7 +45,7 @@ import httpx
 from orchestrator.briefing.documents import ChunkSpan, CitationView, DocumentSummary, DocumentView
 from orchestrator.client.backend import PlanSource
 from orchestrator.client.local_briefing import load_local_plan
-from orchestrator.control.coordinator import CancelResult, ResumeResult, SubmitResult
+from orchestrator.control.coordinator import CancelResult, ForkResult, ResumeResult, SubmitResult
 from orchestrator.control.people import AnswerResult, ApprovalResult, SendBackResult, SteerResult
 from orchestrator.control.plan_query import Moment, Values
 from orchestrator.core import errors
@@ -62,6 +62,7 @@ from orchestrator.core.errors import (
 )
 from orchestrator.core.settings import Settings
 from orchestrator.gateway.providers.sse import SSEDecoder, SSEEvent
+from orchestrator.plan.plan_diff import Comparison
 from orchestrator.plan.schema import dump_plan
 from orchestrator.plan.spending import BudgetView
 from orchestrator.plan.views import PhaseView, PlanView, UsageView
@@ -189,6 +190,17 @@ class HttpBackend:
         body = self._json("POST", _plan_path(plan_id, "steer"), json={"note": note})
         return self._read(lambda: SteerResult(plan_id=str(body["plan_id"]), status=PlanStatus(body["status"]),
                                               n=int(body["n"])))
+
+    def fork(self, plan_id: str, from_phase: str, overrides: dict[str, Any] | None = None) -> ForkResult:
+        body = self._json("POST", _plan_path(plan_id, "fork"), json={"from": from_phase, "overrides": overrides})
+        return self._read(lambda: ForkResult(
+            plan_id=str(body["plan_id"]), created=bool(body["created"]), source=str(body["source"]),
+            from_phase=str(body["from_phase"]), reused=list(body["reused"]), rerun=list(body["rerun"]),
+            enqueued=list(body["enqueued"])))
+
+    def diff(self, a: str, b: str) -> Comparison:
+        body = self._json("GET", _plan_path(a, "diff", b))
+        return self._read(lambda: Comparison.from_dict(body))
 
     def list_plans(self, *, status: Values = None, label: Values = None, created_after: Moment = None,
                    created_before: Moment = None, task_id: str | None = None, limit: int | None = None,

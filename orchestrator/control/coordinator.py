@@ -1,6 +1,6 @@
 """The coordinator: the control plane, the only code that decides what runs next.
 
-:meth:`~Coordinator.submit`, :meth:`~Coordinator.advance`, :meth:`~Coordinator.resume`,
+:meth:`~Coordinator.submit`, :meth:`~Coordinator.fork`, :meth:`~Coordinator.advance`, :meth:`~Coordinator.resume`,
 :meth:`~Coordinator.cancel`, :meth:`~Coordinator.reconcile`, :meth:`~Coordinator.prune`,
 :meth:`~Coordinator.update`, and people's (:meth:`~Coordinator.answer`, :meth:`~Coordinator.approve`,
 :meth:`~Coordinator.send_back`, :meth:`~Coordinator.steer`, :meth:`~Coordinator.expire_deadlines`:
@@ -24,18 +24,19 @@ from orchestrator.control.idle import why_idle
 from orchestrator.control.people import AnswerResult, ApprovalResult, People, SendBackResult, SteerResult
 from orchestrator.control.reads import PlanReads
 from orchestrator.core.bus import Bus, publish_events
-from orchestrator.core.errors import PlanConflict, ServiceUnavailable, translate_storage
+from orchestrator.core.errors import InvalidPlan, PlanConflict, ServiceUnavailable, translate_storage
 from orchestrator.core.settings import Settings
 from orchestrator.logs import bind
 from orchestrator.metrics import recorder
-from orchestrator.plan import dag
+from orchestrator.plan import dag, forks
+from orchestrator.plan import overrides as overrides_
 from orchestrator.plan.canvas import compile_canvas, orphans
 from orchestrator.plan.expand import expand
 from orchestrator.plan.human import check_deadlines
 from orchestrator.plan.registry import ModelResolver
-from orchestrator.plan.schema import check_update, dump_plan, load_plan
+from orchestrator.plan.schema import check_update, dump_plan, load_plan, parse_plan
 from orchestrator.plan.spending import budget_view, exhausted_summary
-from storage import Database, phases, plans, retention, spend, usage
+from storage import Database, contents, phases, plans, retention, spend, usage
 from storage import exceptions as storage_errors
 from storage.identity import DEFAULT_TENANT, Principal
 from storage.models import utcnow
@@ -50,6 +51,23 @@ log = logging.getLogger(__name__)
 class SubmitResult:
     plan_id: str
     created: bool
+    enqueued: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ForkResult:
+    """What :meth:`Coordinator.fork` did: the new plan (``created`` False when its ``task_id``
+    was already submitted with this same fork), its source and the phase it runs anew from,
+    the phases it copied (``reused``: their contents shared, no cost), the phases before
+    ``from_phase`` that run anyway (``rerun``: what they would be sent changed) and the keys
+    sent to workers."""
+
+    plan_id: str
+    created: bool
+    source: str
+    from_phase: str
+    reused: list[str] = field(default_factory=list)
+    rerun: list[str] = field(default_factory=list)
     enqueued: list[str] = field(default_factory=list)
 
 
@@ -111,6 +129,57 @@ class Coordinator:
                 log.warning("plan stored but not enqueued: %s", exc, extra={"action": "plan.enqueue_failed"})
                 enqueued = []
         return SubmitResult(plan_id, created.created, enqueued)
+
+    @translate_storage
+    def fork(self, ref: str, from_phase: Any, overrides: Any = None, *,
+             principal: Principal | None = None) -> ForkResult:
+        """A what-if fork of the plan ``ref`` names (:mod:`orchestrator.plan.forks`): a new plan,
+        ``overrides`` merged over the source's stored spec (:mod:`orchestrator.plan.overrides`),
+        whose phases before ``from_phase`` are copied from the source where what they would be
+        sent is unchanged, and whose other phases run. Submitted like any plan, in the source's
+        tenant: the same model checks, admission (active cap, submit rate, the tenant's month),
+        budget and idempotency per its own ``task_id``. ``principal`` reaches only its tenant's
+        plans (another tenant's is not found) and is recorded. Field errors name ``from`` or
+        ``overrides.<field>``."""
+        source_id = self.reads.resolve(ref, principal)
+        state = plans.load_state(self.db, source_id)
+        source_plan = parse_plan(state.plan.spec)
+        from_key = forks.check_from(state.phases, source_plan, from_phase)
+        title = f"{state.plan.title} (fork from {from_key})"[:overrides_.MAX_TITLE]
+        spec = overrides_.merged(state.plan.spec, overrides, title=title)
+        try:
+            plan = load_plan(spec, max_bytes=self.settings.max_plan_bytes)
+            self.models.check_plan(plan, tenant_budget=state.plan.tenant
+                                   if self.settings.tenant_budget(state.plan.tenant) is not None else None)
+            briefing = ingest(plan.briefing, self.settings)
+        except InvalidPlan as exc:
+            raise overrides_.prefixed(exc) from None
+        stored = contents.of_phases(self.db, [p.id for p in state.phases if p.status == PhaseStatus.COMPLETED])
+        chosen = forks.select(plan, source_plan, state.phases, {k: v.text for k, v in stored.items()}, from_key,
+                              self.models, source_id=source_id)
+        fork = plans.Fork(source=source_id, from_phase=from_key, reused=chosen.reused, skipped=chosen.skipped,
+                          events=chosen.events)
+        created = plans.create_plan(
+            self.db, title=plan.title, kind=plan.kind, spec=dump_plan(plan), phases=chosen.phases,
+            task_id=plan.task_id, max_active=self.settings.max_active_plans, max_debates=plan.max_debates,
+            labels=plan.labels, tenant=state.plan.tenant, principal=principal,
+            submit_rate=self.settings.submit_rate, briefing=briefing,
+            monthly_usd=self.settings.tenant_budget(state.plan.tenant), fork=fork)
+        publish_events(self.bus, created.plan_id, created.events)
+        with bind(plan_id=created.plan_id):
+            log.info("plan %s forked from %s at %s: %d phase(s) reused, %d before it rerun", created.plan_id,
+                     source_id, from_key, len(chosen.reused), len(chosen.rerun), extra={"action": "plan.forked"})
+            try:
+                enqueued = self.advance(created.plan_id)
+            except ServiceUnavailable as exc:  # stored; the reconciler will send it
+                log.warning("fork stored but not enqueued: %s", exc, extra={"action": "plan.enqueue_failed"})
+                enqueued = []
+        if not created.created:  # its task_id was submitted before: say what that plan reused
+            kept = plans.load_state(self.db, created.plan_id)
+            return ForkResult(created.plan_id, False, kept.plan.forked_from or source_id,
+                              kept.plan.fork_phase or from_key, [p.key for p in kept.phases if p.reused_from], [],
+                              enqueued)
+        return ForkResult(created.plan_id, True, source_id, from_key, list(chosen.reused), chosen.rerun, enqueued)
 
     @translate_storage
     def advance(self, plan_id: str, *, force: bool = False) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any
 from orchestrator.briefing.documents import CitationView, DocumentSummary, DocumentView
 from orchestrator.briefing.passages import cite
 from orchestrator.core.errors import DocumentNotFound, translate_storage
+from orchestrator.plan.plan_diff import Comparison, compare
 from orchestrator.plan.views import PlanView, plan_view
 from storage import Database, briefings, contents, listing, outbox, plans, usage
 from storage import exceptions as storage_errors
@@ -91,6 +92,19 @@ class PlanReads:
     @translate_storage
     def list_events(self, plan_id: str, after: int = 0, limit: int = 1000) -> list[EventRecord]:
         return outbox.list_events(self.db, plan_id, after=after, limit=limit)
+
+    @translate_storage
+    def diff(self, a: str, b: str, *, principal: Principal | None = None) -> Comparison:
+        """Plans ``a`` and ``b`` side by side (:mod:`orchestrator.plan.plan_diff`): decisions, the
+        final texts' line diff, which phases each reused or ran, and cost. Both must be in
+        ``principal``'s reach: another tenant's plan is not found, as on every read."""
+        views, results, stored = [], [], []
+        for ref in (a, b):
+            view = self.view(ref, principal=principal)
+            views.append(view)
+            results.append(self.result_text(view.id))
+            stored.append(contents.hashes(self.db, view.id))
+        return compare(views[0], results[0], stored[0], views[1], results[1], stored[1])
 
     @translate_storage
     def get_plan(self, ref: str, *, principal: Principal | None = None) -> PlanRecord:

@@ -112,7 +112,8 @@ def panel_ballots(plan: BoardPlan | TeamPlan, inputs: Sequence[PhaseRecord]) -> 
 
 
 def decide(plan: BoardPlan | TeamPlan, plan_id: str, inputs: Sequence[PhaseRecord]) -> Decision:
-    """The decision phase's tally over its inputs' stored verdicts (seeded with the plan id)."""
+    """The decision phase's tally over its inputs' stored verdicts, its draws seeded with ``plan_id``
+    (the plan's id — or, in a what-if fork, its source's: :func:`orchestrator.plan.fingerprint.decision_seed`)."""
     assert plan.answer is not None and plan.decide != "chair"
     threshold = plan.consensus_threshold if isinstance(plan, BoardPlan) else 0.8
     return tally(plan.decide, plan.answer, panel_ballots(plan, inputs), seed=plan_id,

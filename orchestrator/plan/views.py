@@ -53,6 +53,8 @@ class PhaseView:
     due_at: str | None = None  # a seat waiting for its answer: when it ends by the plan's missing_expert rule
     answered_by: dict[str, Any] | None = None  # a seat answered: who (a principal's id and name)
     asked: str | None = None  # a seat asked: what the person answers (the prompt a model would be given)
+    #: in a what-if fork: the plan this phase was copied from (completed there; no attempt, no cost here)
+    reused_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,8 @@ class PlanView:
     approval: dict[str, Any] | None = None
     #: the notes people sent to steer the meeting, in order (each with who and when)
     notes: list[dict[str, Any]] = field(default_factory=list)
+    #: a what-if fork's source: ``{"plan_id", "phase"}`` (the phase it runs anew from); None otherwise
+    forked_from: dict[str, Any] | None = None
 
     @property
     def done(self) -> int:
@@ -139,12 +143,13 @@ def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
                           asked_at=ph.started_at.isoformat() if ph.human and ph.started_at else None,
                           due_at=ph.due_at.isoformat() if ph.due_at and ph.status == PhaseStatus.AWAITING_INPUT
                           else None, answered_by=(ph.meta.get("answer") or {}).get("by"),
-                          asked=(ph.meta.get("ask") or {}).get("prompt"))
+                          asked=(ph.meta.get("ask") or {}).get("prompt"), reused_from=ph.reused_from)
                 for ph in state.phases],
         decision=decision_of(state), early_stop=early_stop_of(state), warnings=panel_warnings(p.spec),
         budget=budget_view(p.spec.get("budget"), sum(r.input_tokens + r.output_tokens for r in usage_rows),
                            _cost(usage_rows)),
         awaiting=awaited_of(state), approval=approval_of(state), notes=[dict(n) for n in p.notes],
+        forked_from={"plan_id": p.forked_from, "phase": p.fork_phase} if p.forked_from else None,
     )
 
 

@@ -25,6 +25,7 @@ What the pieces guarantee:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
@@ -102,14 +103,21 @@ class Result:
     fallback: bool
     offloaded: bool
     verdict: dict[str, Any] | None = None
+    sent_hash: str | None = None  # what the phase was sent (orchestrator.plan.fingerprint)
 
     def values(self, plan_id: str, now: datetime) -> dict[str, Any]:
         """The bind parameters of the completing statements. Prefixed: an execution
         parameter named like a column of an UPDATE's table would become a SET value."""
         return {"r_plan": plan_id, "r_phase": self.phase_id, "r_attempt": self.attempt,
                 "r_content": self.content_id, "r_text": self.text, "r_chars": len(self.text),
-                "r_summary": self.summary, "r_truncated": self.truncated, "r_fallback": self.fallback,
-                "r_offloaded": self.offloaded, "r_verdict": self.verdict, "r_now": now}
+                "r_sha256": text_sha256(self.text), "r_summary": self.summary, "r_truncated": self.truncated,
+                "r_fallback": self.fallback, "r_offloaded": self.offloaded, "r_verdict": self.verdict,
+                "r_sent": self.sent_hash, "r_now": now}
+
+
+def text_sha256(text: str) -> str:
+    """A content's hash as ``contents.sha256`` stores it: SHA-256 of the text's UTF-8, in hex."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -169,9 +177,10 @@ class Statements:
 
     def inputs_of(self, plan_id: Any, keys: Any) -> Select[Any]:
         """The phases named by ``keys`` (a list, or a SELECT of keys) with the full text of
-        the completed ones, in plan order: one indexed SELECT on (plan_id, key)."""
+        the completed ones, in plan order: one indexed SELECT on (plan_id, key), joined to the
+        content each points at — its own, or in a fork the one its source phase stored."""
         return (select(*[PHASES.c[name] for name in PHASE_FIELDS], CONTENTS.c.text)
-                .select_from(PHASES.outerjoin(CONTENTS, CONTENTS.c.phase_id == PHASES.c.id))
+                .select_from(PHASES.outerjoin(CONTENTS, CONTENTS.c.id == PHASES.c.content_id))
                 .where(PHASES.c.plan_id == plan_id, PHASES.c.key.in_(keys))
                 .order_by(PHASES.c.position))
 
@@ -237,17 +246,17 @@ class Statements:
 
     @cached_property
     def _content_insert(self) -> Any:
-        return (self.insert(CONTENTS)
-                .values(id=bindparam("r_content"), plan_id=bindparam("r_plan"), phase_id=bindparam("r_phase"),
-                        attempt=bindparam("r_attempt"), text=bindparam("r_text"), chars=bindparam("r_chars"),
-                        created_at=bindparam("r_now", type_=CONTENTS.c.created_at.type))
-                .on_conflict_do_nothing(index_elements=[CONTENTS.c.phase_id]))
+        return (insert(CONTENTS)
+                .values(id=bindparam("r_content"), text=bindparam("r_text"), chars=bindparam("r_chars"),
+                        sha256=bindparam("r_sha256"), created_at=bindparam("r_now", type_=CONTENTS.c.created_at.type)))
 
     def completed_values(self) -> dict[str, Any]:
         """The status columns of a completion, as bind parameters."""
         return {"status": PhaseStatus.COMPLETED, "summary": bindparam("r_summary", type_=PHASES.c.summary.type),
                 "truncated": bindparam("r_truncated", type_=PHASES.c.truncated.type),
                 "verdict": bindparam("r_verdict", type_=PHASES.c.verdict.type),
+                "content_id": bindparam("r_content", type_=PHASES.c.content_id.type),
+                "sent_hash": bindparam("r_sent", type_=PHASES.c.sent_hash.type),
                 "finished_at": bindparam("r_now", type_=PHASES.c.finished_at.type),
                 "error_code": None, "error_message": None}
 
@@ -320,15 +329,14 @@ class Statements:
         return None if row is None else PlanLock(bool(row[0]), int(row[1]))
 
     def store_result(self, conn: Executor, plan_id: str, r: Result, now: datetime) -> Row[Any] | None:
-        """The fenced status update, then the content (as the folded statement does). Returns
-        the phase's (key, expert, kind, round), or None when the phase is not this attempt's
-        to finish — another attempt owns it, or no such phase runs in this plan — and then
-        nothing is written."""
+        """The content, then the fenced status update pointing the phase at it. Returns the
+        phase's (key, expert, kind, round), or None when the phase is not this attempt's to
+        finish — another attempt owns it, or no such phase runs in this plan — and then the
+        caller rolls the transaction back, content included: a content row exists iff the
+        fenced update matched (the folded statement inserts it only from the update's row)."""
         values = r.values(plan_id, now)
-        about = conn.execute(self._store, values).first()
-        if about is not None:
-            conn.execute(self._content_insert, values)
-        return about
+        conn.execute(self._content_insert, values)  # first: the phase's content_id references it
+        return conn.execute(self._store, values).first()
 
     def complete(self, conn: Executor, plan_id: str, r: Result,
                  now: datetime) -> tuple[EventRecord, int, int] | None:

@@ -3,9 +3,9 @@ data-modifying CTEs.
 
 - claim: the conditional UPDATE, the ``phase_started`` INSERT and the SELECT of the inputs
   with their full texts — one statement, run in autocommit (atomic on its own);
-- completion (after the plan lock): the fenced UPDATE, the content INSERT (only if the
-  UPDATE matched) and the ``phase_completed`` INSERT with progress counted in the same
-  snapshot — one statement.
+- completion (after the plan lock): the fenced UPDATE (which points the phase at its new
+  content), the content INSERT (only if the UPDATE matched) and the ``phase_completed``
+  INSERT with progress counted in the same snapshot — one statement.
 
 The events are still made by their builders in :mod:`storage.event_shapes`: the builder is
 called once, when the statement is built, with column expressions and bind parameters
@@ -171,12 +171,14 @@ class PostgresStatements(Statements):
                                    **self.completed_values())
                 .returning(PHASES.c.id, PHASES.c.key, PHASES.c.expert, PHASES.c.kind, PHASES.c.round).cte("done"))
         plan_id = bindparam("r_plan", type_=String)
+        # the content only from the fenced update's row: it exists iff the fence matched (the
+        # phase's content_id, set by that update, is checked against it at the statement's end)
         stored = (insert(CONTENTS)
-                  .from_select(["id", "plan_id", "phase_id", "attempt", "text", "chars", "created_at"],
-                               select(bindparam("r_content", type_=String), plan_id, done.c.id,
-                                      bindparam("r_attempt", type_=Integer), bindparam("r_text", type_=Text),
-                                      bindparam("r_chars", type_=Integer), _now("r_now")))
-                  .returning(CONTENTS.c.phase_id).cte("stored"))
+                  .from_select(["id", "text", "chars", "sha256", "created_at"],
+                               select(bindparam("r_content", type_=String), bindparam("r_text", type_=Text),
+                                      bindparam("r_chars", type_=Integer), bindparam("r_sha256", type_=String),
+                                      _now("r_now")).select_from(done))
+                  .returning(CONTENTS.c.id).cte("stored"))
         # the phase is still running in this statement's snapshot: it is the +1
         counts = (select((self.final_count() + 1).label("k"), func.count().label("n")).select_from(PHASES)
                   .where(PHASES.c.plan_id == plan_id).cte("counts"))

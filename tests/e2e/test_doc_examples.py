@@ -186,7 +186,7 @@ def _check_api(session: Session, url: str) -> None:
     plan_id = re.match(r"plan ([0-9a-f-]{36})\n", printed)
     assert plan_id, printed[:500]
     stored = {r.key: (r.expert, r.text) for r in rows(
-        url, "select p.key, p.expert, c.text from phases p join contents c on c.phase_id = p.id "
+        url, "select p.key, p.expert, c.text from phases p join contents c on c.id = p.content_id "
              "where p.plan_id = :p", p=plan_id.group(1))}
     assert len(stored) == 12
     for key, (expert, spoken) in stored.items():  # each expert's words, whole, under their name

@@ -83,13 +83,16 @@ def test_duplicate_delivered_while_running_and_after_completion(client: Any, wor
 class FaultOnce:
     """A Postgres trigger that makes the first write of a phase's result fail inside
     the completing transaction: the INSERT of its content row, or the UPDATE that
-    sets it completed. One-shot through a sequence (nextval is not rolled back)."""
+    sets it completed. One-shot through a sequence (nextval is not rolled back). A
+    content row names no phase (phases point at their contents): on ``contents`` it is
+    the first content written at all, which is the opening's — every phase of a board
+    waits for it."""
 
     def __init__(self, engine: Any, table: str, phase_id: str) -> None:
         self.engine = engine
         self.name = f"fault_{uuid.uuid4().hex[:8]}"
         self.table = table
-        match = "NEW.phase_id" if table == "contents" else "NEW.id"
+        match = "TRUE" if table == "contents" else f"NEW.id = '{phase_id}'"
         when = "" if table == "contents" else "WHEN (NEW.status = 'completed')"
         event = "INSERT" if table == "contents" else "UPDATE"
         with engine.begin() as c:
@@ -97,7 +100,7 @@ class FaultOnce:
             c.execute(text(f"""
                 CREATE FUNCTION {self.name}() RETURNS trigger AS $$
                 BEGIN
-                  IF {match} = '{phase_id}' AND nextval('{self.name}') = 1 THEN
+                  IF {match} AND nextval('{self.name}') = 1 THEN
                     RAISE EXCEPTION 'injected fault while writing the result of {phase_id}';
                   END IF;
                   RETURN NEW;

@@ -31,8 +31,11 @@ def assert_exactly_once(url: str, plan_id: str) -> None:
     phases = rows(url, "select id, key, status, attempt from phases where plan_id = :p", p=plan_id)
     assert phases and all(r.status == "completed" for r in phases), phases
     assert all(r.attempt == 1 for r in phases), phases
-    contents = rows(url, "select phase_id, count(*) n from contents where plan_id = :p group by phase_id", p=plan_id)
-    assert {r.phase_id: r.n for r in contents} == {r.id: 1 for r in phases}
+    contents = rows(url, "select p.id, count(c.id) n from phases p left join contents c on c.id = p.content_id "
+                         "where p.plan_id = :p group by p.id", p=plan_id)
+    assert {r.id: r.n for r in contents} == {r.id: 1 for r in phases}
+    assert rows(url, "select count(*) n from contents c where not exists "
+                     "(select 1 from phases p where p.content_id = c.id)")[0].n == 0  # nothing written unreferenced
     # a usage row is its phase's cost iff its attempt completed the phase (derived, not stored)
     usage = rows(url, "select u.phase_id, count(*) n, bool_and(p.status = 'completed' and p.attempt = u.attempt) c "
                       "from usage u join phases p on p.id = u.phase_id where u.plan_id = :p "
@@ -118,4 +121,4 @@ def test_a_failed_head_of_a_chain_skips_what_depends_on_it(settings: Any, worker
     enqueued = rows(settings.database_url, "select key from phases where plan_id = :p and enqueued_at is not null",
                     p=plan_id)
     assert enqueued == []
-    assert rows(settings.database_url, "select count(*) n from contents where plan_id = :p", p=plan_id)[0].n == 0
+    assert rows(settings.database_url, "select count(*) n from contents")[0].n == 0

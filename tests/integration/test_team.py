@@ -65,9 +65,11 @@ def usage_rows(url: str, plan_id: str, key: str) -> list[Any]:
 
 def assert_one_content_row_per_completed_phase(url: str, plan_id: str) -> None:
     done = {r.id for r in rows(url, "select id from phases where plan_id = :p and status = 'completed'", p=plan_id)}
-    counts = {r.phase_id: r.n for r in rows(url, "select phase_id, count(*) n from contents where plan_id = :p "
-                                                 "group by phase_id", p=plan_id)}
+    counts = {r.id: r.n for r in rows(url, "select p.id, count(*) n from phases p join contents c "
+                                           "on c.id = p.content_id where p.plan_id = :p group by p.id", p=plan_id)}
     assert counts == {pid: 1 for pid in done}
+    assert rows(url, "select count(*) n from contents c where not exists "
+                     "(select 1 from phases p where p.content_id = c.id)")[0].n == 0
 
 
 def test_the_example_team_diverges_and_gets_exactly_one_debate(settings: Any, workers: Any, client: Any) -> None:

@@ -23,6 +23,7 @@ def _built() -> list[NewEvent]:
     phase = stored(example("board"))[1]
     return [
         event_shapes.plan_submitted(title="t", kind="board", phases=3, tenant="default"),
+        event_shapes.plan_forked(source="p-1", from_phase="r2", reused=["opening"], rerun=[]),
         event_shapes.phase_started(phase, attempt=1, worker="w", k=0, n=3),
         event_shapes.phase_completed(phase, attempt=1, chars=3, truncated=False, fallback=False, offloaded=False,
                                  summary="s", k=1, n=3),

@@ -32,6 +32,8 @@ OPERATION_IDS = {
     ("post", "/v1/plans/{plan_id}/approve"): "approve_plan",
     ("post", "/v1/plans/{plan_id}/send-back"): "send_back_plan",
     ("post", "/v1/plans/{plan_id}/steer"): "steer_plan",
+    ("post", "/v1/plans/{plan_id}/fork"): "fork_plan",
+    ("get", "/v1/plans/{plan_id}/diff/{other}"): "diff_plans",
     ("post", "/v1/evals"): "create_eval",
     ("get", "/v1/evals"): "list_evals",
     ("get", "/v1/evals/{name}"): "get_eval",

@@ -89,6 +89,13 @@ def overview(snap: PlanSnapshot) -> Markup:
         facts.append(("task id", Markup("<code>{}</code>").format(view.task_id)))
     if view.labels:
         facts.append(("labels", join((Markup('<span class="label">{}</span>').format(x) for x in view.labels), " ")))
+    if view.forked_from:
+        source, at = view.forked_from["plan_id"], view.forked_from["phase"]
+        reused = sum(1 for p in view.phases if p.reused_from)
+        facts.append(("forked from", Markup(
+            '<a class="fork-source" href="/ui/plans/{s}"><code>{short}</code></a> at <code>{at}</code> · '
+            '{n} phase(s) reused · <a class="fork-diff" href="/ui/plans/{s}/diff/{me}">compare</a>').format(
+            s=source, short=source[:8], at=at, n=reused, me=view.id)))
     facts.append(("phases", f"{view.done} of {len(view.phases)} done"))
     facts.append(("created", moment(view.created_at)))
     if view.finished_at:
@@ -196,21 +203,25 @@ def card(phase: PhaseView, timing: Timing, *, terminal: bool = False, drawn: lis
     if phase.human:  # a person's seat: who answered it, or that it waits for them
         by = (phase.answered_by or {}).get("name")
         kind += f" · a person{f' ({by})' if by else ''}"
+    if phase.reused_from:  # copied from a fork's source: never run here, no cost here
+        ran = Markup('<span class="reused">reused from <a href="/ui/plans/{s}#phase-{key}"><code>{short}</code></a>'
+                     '</span> · no cost').format(s=phase.reused_from, short=phase.reused_from[:8], key=phase.key)
+    else:
+        ran = Markup('<span class="attempt">attempt {attempt}</span> · <span class="tokens">{tokens} tokens</span> · '
+                     '{took}').format(attempt=phase.attempt, tokens=count(phase.usage.total_tokens), took=took)
     return Markup(
-        '<article class="phase status-{status}{terminal}{human}" id="phase-{key}" data-key="{key}" '
+        '<article class="phase status-{status}{terminal}{human}{reused}" id="phase-{key}" data-key="{key}" '
         'data-kind="{kindname}" data-status="{status}" data-attempt="{attempt}" data-deps="{deps}" '
         'data-drawn="{drawn}">'
         '<header><span class="who">{title}</span>{badge}</header>'
-        '<p class="facts"><a class="key" href="#phase-{key}">{key}</a> · {kind} · '
-        '<span class="attempt">attempt {attempt}</span> · '
-        '<span class="tokens">{tokens} tokens</span> · {took}'
+        '<p class="facts"><a class="key" href="#phase-{key}">{key}</a> · {kind} · {ran}'
         '{truncated}</p>{error}{verdict}{check}'
         '<div class="text markdown" data-state="summary">{body}</div>{more}</article>'
     ).format(status=phase.status, terminal=" terminal" if terminal else "", human=" human" if phase.human else "",
-             key=phase.key, kindname=phase.kind,
+             reused=" reused" if phase.reused_from else "", key=phase.key, kindname=phase.kind,
              attempt=phase.attempt, deps=" ".join(phase.depends_on), drawn=" ".join(drawn or []), title=title,
-             badge=badge(phase.status, data_role="status"), kind=kind, tokens=count(phase.usage.total_tokens),
-             took=took, truncated=Markup(' · <span class="truncated">truncated</span>') if phase.truncated else "",
+             badge=badge(phase.status, data_role="status"), kind=kind,
+             ran=ran, truncated=Markup(' · <span class="truncated">truncated</span>') if phase.truncated else "",
              error=error, verdict=verdict_line(phase), check=body if check else Markup(""),
              body=Markup("") if check else body, more=more)
 

@@ -10,6 +10,7 @@
     GET  /ui/plans/{id}/answer     the page's answer section, once the result is written
     GET  /ui/plans/{id}/phases/{key}/text   a phase's full text, rendered, for its card
     GET  /ui/plans/{id}/result.md  the result's Markdown, as a download
+    GET  /ui/plans/{a}/diff/{b}    two plans side by side (a what-if fork beside its source)
     GET  /ui/evals/{name}          an eval's report: tables and plots
     GET  /ui/login, POST /ui/login sign in with a token: sets the session cookie
     POST /ui/logout                sign out: clears it
@@ -38,6 +39,7 @@ from orchestrator.api import session
 from orchestrator.api.auth import Credentials
 from orchestrator.api.ui.actions import actions_router, same_origin
 from orchestrator.api.ui.answer import answer_section
+from orchestrator.api.ui.diff_page import diff_page
 from orchestrator.api.ui.eval_page import eval_page
 from orchestrator.api.ui.html import SECURITY_HEADERS, error_page
 from orchestrator.api.ui.login import HOME, MAX_FORM, login_page, parse_form, safe_next
@@ -247,6 +249,16 @@ def ui_router(settings: Settings) -> APIRouter:
             return _html(phase_text_fragment(found))
 
         return await render(request, build, fragment=True)
+
+    @router.get("/plans/{plan_id}/diff/{other}")
+    async def plan_diff(plan_id: str, other: str, request: Request) -> Response:
+        """Two plans side by side (a fork beside its source): both must be the caller's to see."""
+        async def build(who: Principal | None) -> Response:
+            a, b = inp.plan_ref(plan_id), inp.plan_ref(other)
+            found = await run_in_threadpool(_reads(request).diff, a, b, principal=who)
+            return _html(diff_page(found, viewer=who, auth=auth))
+
+        return await render(request, build)
 
     @router.get("/plans/{plan_id}/result.md")
     async def result_markdown(plan_id: str, request: Request) -> Response:

@@ -18,7 +18,7 @@ from orchestrator.control.coordinator import Coordinator
 from orchestrator.control.dispatch import RecordingDispatcher
 from orchestrator.core.bus import MemoryBus
 from orchestrator.core.settings import Settings
-from storage import Database, briefings, connect, outbox, plans, retention
+from storage import Database, NotFound, briefings, connect, contents, outbox, plans, retention
 from storage.event_shapes import NewEvent
 from storage.models import FleetState, utcnow
 from storage.read_models import NewChunk, NewDocument, NewPhase
@@ -58,12 +58,21 @@ def _set_finished(db: Database, pid: str, days_ago: float) -> None:
 
 
 def _rows(db: Database, pid: str) -> dict[str, int]:
-    """How many rows of ``pid`` each table holds (``plans`` included)."""
+    """How many rows of ``pid`` each table holds (``plans`` included; ``contents``: those its
+    phases point at)."""
     with db.engine.connect() as c:
         got = {t: int(c.scalar(text(f"SELECT count(*) FROM {t} WHERE plan_id = :p"), {"p": pid}) or 0)
-               for t in TABLES}
+               for t in TABLES if t != "contents"}
+        got["contents"] = int(c.scalar(text("SELECT count(*) FROM contents c WHERE EXISTS (SELECT 1 FROM phases p "
+                                            "WHERE p.content_id = c.id AND p.plan_id = :p)"), {"p": pid}) or 0)
         got["plans"] = int(c.scalar(text("SELECT count(*) FROM plans WHERE id = :p"), {"p": pid}) or 0)
     return got
+
+
+def _contents(db: Database) -> int:
+    """Every content row stored, whoever references it."""
+    with db.engine.connect() as c:
+        return int(c.scalar(text("SELECT count(*) FROM contents")) or 0)
 
 
 def _search_rows(db: Database) -> int | None:
@@ -92,11 +101,44 @@ def test_a_plan_past_retention_is_gone_from_every_table_and_the_others_are_untou
 
     assert done.plans == 1
     assert _rows(db, old) == dict.fromkeys((*TABLES, "plans"), 0)
+    assert _contents(db) == 2  # the old plan's content went with it: only the survivors' are left
     assert briefings.search(db, old, WORD) == []
     assert _rows(db, recent) == before[recent] and _rows(db, running) == before[running]
     assert [c.ordinal for c in briefings.search(db, recent, WORD)] == [0]  # the survivors' search still works
     assert _search_rows(db) in (None, 4)  # SQLite: exactly the survivors' four chunks stay indexed
     assert plans.load_state(db, running).plan.status == "running"
+
+
+def _fork_of(db: Database, source: str, title: str) -> str:
+    """A plan whose ``opening`` is copied from ``source``'s (as a what-if fork stores it: pointing at
+    the source's content, no new row) and whose ``final`` is its own."""
+    opening = plans.load_state(db, source).by_key()["opening"]
+    assert opening.content_id is not None and opening.sent_hash is None  # completed by ledger.complete
+    fork = plans.Fork(source=source, from_phase="final", skipped={}, reused={"opening": plans.Reused(
+        content_id=opening.content_id, sent_hash="0" * 64, summary=opening.summary, truncated=False, verdict=None)})
+    created = plans.create_plan(
+        db, title=title, kind="board", spec={"title": title}, task_id=None, max_active=1000, fork=fork,
+        phases=[NewPhase("opening", "opening", 0, []),
+                NewPhase("final", "final", 1, ["opening"], meta={"terminal": True})])
+    assert claim(db, created.plan_id, "final", "test:1")
+    complete(db, created.plan_id, "final", 1, f"result of {title}")
+    plans.finish_plan(db, created.plan_id, "completed")
+    return created.plan_id
+
+
+def test_a_content_a_fork_points_at_outlives_its_source_and_goes_with_the_last_plan_that_does(db: Database) -> None:
+    source = _plan(db, "source", finished_days_ago=10)
+    fork = _fork_of(db, source, "fork")
+    assert _contents(db) == 2  # the source's opening (shared) and the fork's final: none copied
+    shared = plans.load_state(db, fork).by_key()["opening"].content_id
+
+    assert _prune(db).plans == 1  # the source goes; the content the fork points at stays, readable
+    assert _rows(db, source)["plans"] == 0 and _contents(db) == 2
+    assert contents.read_text(db, fork, "opening") == "result of source"
+    assert plans.load_state(db, fork).by_key()["opening"].content_id == shared
+
+    _set_finished(db, fork, 10)
+    assert _prune(db).plans == 1 and _contents(db) == 0  # the last plan that pointed at them: gone with it
 
 
 def test_nothing_is_deleted_unless_the_operator_asks(db: Database) -> None:
@@ -221,3 +263,53 @@ def test_of_processes_claiming_at_once_one_runs_retention(pg: Database) -> None:
     for d in dbs:
         d.dispose()
     assert sorted(got) == [False] * (racers - 1) + [True]
+
+
+def test_a_fork_made_while_retention_deletes_its_source_keeps_what_it_reuses_or_is_refused(pg: Database) -> None:
+    """Postgres: a fork locks the contents it reuses (``FOR KEY SHARE``) before it points at them;
+    retention locks a deleted plan's contents (``FOR UPDATE``) before it counts their references.
+    Fork first: retention waits for it, then sees its reference and keeps the content. Retention
+    first: the fork waits, then finds the content gone and is refused whole (the source is gone)."""
+    source = _plan(pg, "source", finished_days_ago=10)
+    other = connect(pg.engine.url.render_as_string(hide_password=False), pool_size=2)
+    held, go = threading.Event(), threading.Event()
+
+    def hold_after_the_lock(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "FOR KEY SHARE" in statement and not held.is_set():
+            held.set()  # the fork's lock on the content is about to be taken; its phases come next
+        elif held.is_set() and statement.lstrip().upper().startswith("INSERT INTO PHASES"):
+            go.wait(10)
+
+    event.listen(other.engine, "after_cursor_execute", hold_after_the_lock)
+    made: list[str] = []
+    fork = threading.Thread(target=lambda: made.append(_fork_of(other, source, "fork")))
+    try:
+        fork.start()
+        assert held.wait(10)
+        pruning = threading.Thread(target=lambda: _prune(pg))
+        pruning.start()
+        pruning.join(1.0)
+        assert pruning.is_alive()  # retention waits on the content the fork holds
+        go.set()
+        fork.join(10)
+        pruning.join(10)
+        assert not pruning.is_alive() and made
+    finally:
+        go.set()
+        event.remove(other.engine, "after_cursor_execute", hold_after_the_lock)
+        other.dispose()
+    assert _rows(pg, source)["plans"] == 0
+    assert contents.read_text(pg, made[0], "opening") == "result of source"  # kept: the fork points at it
+
+    # retention first: a fork of a plan being deleted finds its contents gone, and stores nothing
+    late = _plan(pg, "late", finished_days_ago=10)
+    opening = plans.load_state(pg, late).by_key()["opening"]
+    assert _prune(pg).plans == 1
+    with pytest.raises(NotFound, match="was deleted while the fork was made"):
+        plans.create_plan(pg, title="too late", kind="board", spec={"title": "too late"}, task_id=None,
+                          max_active=1000, phases=[NewPhase("opening", "opening", 0, [])],
+                          fork=plans.Fork(source=late, from_phase="final", skipped={}, reused={"opening": plans.Reused(
+                              content_id=opening.content_id or "", sent_hash="0" * 64, summary=None, truncated=False,
+                              verdict=None)}))
+    with pg.engine.connect() as c:
+        assert c.scalar(text("SELECT count(*) FROM plans WHERE title = 'too late'")) == 0

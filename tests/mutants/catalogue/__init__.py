@@ -22,6 +22,7 @@ from tests.mutants.catalogue import (
     fence,
     fleet,
     flow,
+    forks,
     hotpath,
     money,
     observability,
@@ -40,4 +41,4 @@ MUTATIONS: tuple[Mutation, ...] = (
     *plans.MUTATIONS, *fence.MUTATIONS, *flow.MUTATIONS, *tenancy.MUTATIONS, *trust.MUTATIONS, *hotpath.MUTATIONS,
     *briefing.MUTATIONS, *offline.MUTATIONS, *api.MUTATIONS, *fleet.MUTATIONS, *observability.MUTATIONS,
     *races.MUTATIONS, *systematic.MUTATIONS, *deliberation.MUTATIONS, *money.MUTATIONS, *people.MUTATIONS,
-    *connections.MUTATIONS, *webhooks.MUTATIONS)
+    *forks.MUTATIONS, *connections.MUTATIONS, *webhooks.MUTATIONS)

@@ -32,7 +32,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="a different plan under a stored task_id is answered with the old plan instead of a 409"),
     Mutation(
         "phases-stored-after-the-plan", "I1", "storage/plans.py",
-        (Edit("            for p in phases:\n                s.add(_phase_row(plan_id, p, now))\n", ""),
+        (Edit("            for p in phases:\n                s.add(_phase_row(plan_id, p, now) if fork is None else "
+              "_forked_row(plan_id, p, now, fork))\n", ""),
          Edit("    return Created(plan_id, True, stored)\n",
               "    with db.transaction() as s:\n        for p in phases:\n"
               "            s.add(_phase_row(plan_id, p, utcnow()))\n    return Created(plan_id, True, stored)\n")),
