@@ -241,3 +241,43 @@ def test_an_endpoint_deleted_while_a_plan_finishes_is_skipped_not_an_error(
     finally:
         other.dispose()
     assert [(r.endpoint_id, r.event_id) for r in rows(db)] == [(kept, finished[0].id)]
+
+
+def test_a_persons_seat_and_approval_reach_the_receiver_signed_as_they_happen(
+        settings: Settings, conclave: Conclave, receiver: Receiver, workers: Any) -> None:
+    """The events people act on, from a real plan end to end: a worker delivers
+    ``input_requested`` when a seat is asked, ``awaiting_approval`` when the draft is written and
+    ``plan_finished`` once it is approved — each signed, each once, each with the shape
+    docs/api.md gives it, and nothing the endpoint did not ask for."""
+    register(conclave, receiver)
+    receiver.now = None  # real time: the worker's courier signs
+    receiver.start()
+    workers()
+    plan_id = conclave.submit({
+        "kind": "board", "title": "A seat and an approval", "question": "Should we ship the beta?", "rounds": 1,
+        "moderator": {"name": "Morgan", "role": "Chair of the board"},
+        "experts": [{"name": "Dana", "role": "Chief Financial Officer"},
+                    {"name": "You", "role": "Founder", "human": True, "respond_within": "1h"}],
+        "final": {"approve": True}, "models": {"default": {"provider": "offline", "options": {"words": 12}}}})
+
+    def received(event: str) -> list[Any]:
+        return [r for r in receiver.requests if r.event == event and r.json()["plan_id"] == plan_id]
+
+    wait_for(lambda: received("input_requested"), 60, interval=0.2, what="input_requested at the receiver")
+    [asked] = received("input_requested")
+    body = asked.json()
+    assert body["type"] == "input_requested" and body["phase"] == "r1.you"
+    assert body["data"]["expert"] == "You" and "Should we ship the beta?" in body["data"]["prompt"]
+    assert conclave.get(plan_id).status == "running"  # the delivery came while the seat waits
+
+    conclave.answer(plan_id, "r1.you", "Ship it to two customers first.\nPosition: CONDITIONAL - a pilot first")
+    wait_for(lambda: received("awaiting_approval"), 60, interval=0.2, what="awaiting_approval at the receiver")
+    assert conclave.get(plan_id).status == "awaiting_approval" and received("plan_finished") == []
+
+    conclave.approve(plan_id)
+    wait_for(lambda: received("plan_finished"), 60, interval=0.2, what="plan_finished at the receiver")
+    [finished] = received("plan_finished")
+    assert finished.json()["data"]["status"] == "completed"
+    got = [r for r in receiver.requests if r.json()["plan_id"] == plan_id]
+    assert [r.event for r in got] == ["input_requested", "awaiting_approval", "plan_finished"]
+    assert all(r.valid and r.answered == 200 for r in got)  # docs/api.md's check accepts each, each once
