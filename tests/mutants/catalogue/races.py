@@ -80,6 +80,19 @@ MUTATIONS: tuple[Mutation, ...] = (
                "tests/integration/repositories/test_debates.py::"
                "test_a_stored_debate_counts_against_the_limit_whatever_became_of_it[sqlite-failed]"),
         why="a debate still being spoken (or one that failed) leaves its slot free: a resumed plan exceeds the limit"),
+    # I81 — retention keeps what the operator set, by the setting's unit, and the newest events
+    mutation(
+        "retention-days-read-as-hours", "I81", "orchestrator/control/coordinator.py",
+        "delete_before=now - timedelta(days=keep) if keep else None,",
+        "delete_before=now - timedelta(hours=keep) if keep else None,",
+        tests=("tests/unit/test_retention_setting.py::test_a_finished_plan_is_kept_for_the_days_set_and_deleted_after",),
+        why="finished plans are deleted 24 times too early"),
+    mutation(
+        "event-cap-keeps-the-oldest", "I81", "storage/retention.py",
+        "order_by=Event.id.desc())", "order_by=Event.id)",
+        tests=("tests/integration/repositories/test_retention.py::"
+               "test_a_just_finished_plan_is_trimmed_after_the_grace_period[sqlite]",),
+        why="a finished plan past the event cap keeps its first events and loses its end (the outcome, the synthesis)"),
     mutation(
         "utf16-counts-the-first-astral-only", "I31", "orchestrator/briefing/utf16.py",
         "        self._astral = [m.start() for m in _ASTRAL.finditer(text)]",
