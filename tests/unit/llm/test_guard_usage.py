@@ -1,0 +1,52 @@
+"""What a call that fell back costs: the usage of the stream attempt that gave no text, plus its
+non-streaming fallback's — provider-reported only when both parts are, otherwise an estimate
+that names both methods (a regression that let the fallback's provider report speak for an
+estimated stream survived every guard test: audit-a's regression trial). No network: providers
+that stream from a list."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from orchestrator.gateway.failures import ProviderUnavailable
+from orchestrator.gateway.guard import guarded_call
+from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, TextDelta, Usage, UsageReport
+
+REQUEST = ChatRequest(system="You are the CFO.", prompt="Should we ship?")
+SPEC = ModelSpec(name="fake", provider="fake", first_chunk_timeout=5.0, idle_timeout=5.0, deadline=10.0)
+PROVIDER = Usage(120, 0, "provider")
+ESTIMATED = Usage(30, 0, "estimated", "chars/4")
+
+
+class NoTextThenFallback:
+    """A stream that gives no text — it reports ``reported`` and ends, or fails carrying
+    ``carried`` — and a fallback that answers with ``fallback``."""
+
+    def __init__(self, *, reported: Usage | None = None, carried: Usage | None = None,
+                 fallback: Usage = Usage(10, 5, "provider")) -> None:
+        self.reported, self.carried, self.fallback = reported, carried, fallback
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[UsageReport | TextDelta]:
+        if self.reported is not None:
+            yield UsageReport(self.reported)
+        if self.carried is not None:
+            raise ProviderUnavailable("the stream broke before any text", usage=self.carried)
+
+    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
+        return Completion(text="Ship the pilot.", usage=self.fallback)
+
+
+@pytest.mark.parametrize(("provider", "expected"), [
+    (NoTextThenFallback(reported=PROVIDER), Usage(130, 5, "provider")),
+    (NoTextThenFallback(carried=PROVIDER), Usage(130, 5, "provider")),
+    (NoTextThenFallback(carried=ESTIMATED), Usage(40, 5, "estimated", "chars/4+provider")),
+    (NoTextThenFallback(reported=PROVIDER, fallback=Usage(10, 5, "estimated", "chars/4")),
+     Usage(130, 5, "estimated", "provider+chars/4")),
+    (NoTextThenFallback(), Usage(10, 5, "provider")),  # the stream spent nothing known: the fallback alone
+], ids=["reported+provider", "carried+provider", "estimated+provider", "provider+estimated", "nothing+provider"])
+def test_a_fallback_costs_the_failed_stream_plus_itself(provider: NoTextThenFallback, expected: Usage) -> None:
+    completion = guarded_call(provider, SPEC, REQUEST)
+    assert completion.fallback and completion.text == "Ship the pilot."
+    assert completion.usage == expected
