@@ -101,6 +101,13 @@ def test_only_the_api_and_metrics_need_a_token(api: SimpleNamespace) -> None:
     for path in ("/v1", "/v1/plans", "/metrics"):
         assert api.client.get(path).status_code == 401, path
     assert api.client.get("/v1plans").status_code == 404  # a prefix of the name is not the API
+    # an unprotected route that reads its body: signing in, which opens a session for the API
+    signed_in = api.client.post("/ui/login", content=f"token={API_TOKEN}&next=/ui/",
+                                headers={"Content-Type": "application/x-www-form-urlencoded",
+                                         "Origin": "http://conclave.test"})
+    assert signed_in.status_code == 303, signed_in.text
+    cookie = signed_in.headers["set-cookie"].split(";", 1)[0].split("=", 1)[1]
+    assert api.client.get("/v1/plans", headers=_cookie(cookie)).status_code == 200
 
 
 def test_a_missing_scope_is_a_403_naming_it(api: SimpleNamespace) -> None:
