@@ -6,11 +6,13 @@ that stream from a list."""
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Iterator
 
 import pytest
 
-from orchestrator.gateway.failures import ProviderUnavailable
+from orchestrator.gateway.failures import ProviderUnavailable, StreamStalled
 from orchestrator.gateway.guard import guarded_call
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, TextDelta, Usage, UsageReport
 
@@ -32,7 +34,8 @@ class NoTextThenFallback:
         if self.reported is not None:
             yield UsageReport(self.reported)
         if self.carried is not None:
-            raise ProviderUnavailable("the stream broke before any text", usage=self.carried)
+            raise ProviderUnavailable("the stream broke before any text", usage=self.carried,
+                                      detail="upstream said: try later")
 
     def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
         return Completion(text="Ship the pilot.", usage=self.fallback)
@@ -50,3 +53,55 @@ def test_a_fallback_costs_the_failed_stream_plus_itself(provider: NoTextThenFall
     completion = guarded_call(provider, SPEC, REQUEST)
     assert completion.fallback and completion.text == "Ship the pilot."
     assert completion.usage == expected
+    # why the stream was given up, for the fallback metrics: it broke, or it ended with no text
+    assert completion.fallback_reason == ("error" if provider.carried is not None else "end")
+
+
+class ReportsThenHangs:
+    """A stream that reports what it spent and then sends nothing until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[UsageReport | TextDelta]:
+        yield UsageReport(PROVIDER)
+        self.release.wait(10)
+
+    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
+        raise AssertionError("no time is left for a fallback")
+
+
+def test_a_call_with_no_text_by_its_deadline_stalls_carrying_what_it_spent() -> None:
+    spec = ModelSpec(name="fake", provider="fake", first_chunk_timeout=5.0, idle_timeout=5.0, deadline=0.3)
+    provider = ReportsThenHangs()
+    try:
+        with pytest.raises(StreamStalled) as raised:
+            guarded_call(provider, spec, REQUEST)
+    finally:
+        provider.release.set()
+    assert raised.value.message == "model 'fake': no output within the deadline of 0.3s"
+    assert raised.value.usage == PROVIDER  # its tokens are on record as the attempt's waste
+
+
+class TextThenBreaks:
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[UsageReport | TextDelta]:
+        yield TextDelta("Ship the")
+        raise ProviderUnavailable("the stream broke", detail="upstream said: overloaded")
+
+    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
+        raise AssertionError("text was shown: never a fallback")
+
+
+def test_the_worker_log_says_why_a_stream_was_cut_or_replaced(caplog: pytest.LogCaptureFixture) -> None:
+    """The operator's only view of what the provider said: the model, why, how much was shown,
+    the error's class and the provider's (redacted) words."""
+    with caplog.at_level(logging.WARNING, logger="orchestrator.gateway.guard"):
+        cut = guarded_call(TextThenBreaks(), SPEC, REQUEST)
+        guarded_call(NoTextThenFallback(carried=ESTIMATED), SPEC, REQUEST)
+    assert cut.truncated and cut.text == "Ship the" and cut.finish_reason == "error"
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "action=stream_truncated model=fake reason=error chars_shown=8 error=ProviderUnavailable "
+        "upstream=upstream said: overloaded",
+        "action=stream_fallback model=fake reason=error error=ProviderUnavailable upstream=upstream said: try later",
+    ]
