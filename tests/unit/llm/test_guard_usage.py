@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestrator.gateway.failures import ProviderUnavailable, StreamStalled
+from orchestrator.gateway.failures import CallCancelled, ProviderUnavailable, StreamStalled
 from orchestrator.gateway.guard import guarded_call
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, TextDelta, Usage, UsageReport
 
@@ -84,9 +84,12 @@ def test_a_call_with_no_text_by_its_deadline_stalls_carrying_what_it_spent() -> 
 
 
 class TextThenBreaks:
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error or ProviderUnavailable("the stream broke", detail="upstream said: overloaded")
+
     def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[UsageReport | TextDelta]:
         yield TextDelta("Ship the")
-        raise ProviderUnavailable("the stream broke", detail="upstream said: overloaded")
+        raise self.error
 
     def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
         raise AssertionError("text was shown: never a fallback")
@@ -98,10 +101,35 @@ def test_the_worker_log_says_why_a_stream_was_cut_or_replaced(caplog: pytest.Log
     with caplog.at_level(logging.WARNING, logger="orchestrator.gateway.guard"):
         cut = guarded_call(TextThenBreaks(), SPEC, REQUEST)
         guarded_call(NoTextThenFallback(carried=ESTIMATED), SPEC, REQUEST)
+        guarded_call(NoTextThenFallback(), SPEC, REQUEST)  # an empty stream: no error to name
+        odd = guarded_call(TextThenBreaks(RuntimeError("a bug in a stream")), SPEC, REQUEST)
     assert cut.truncated and cut.text == "Ship the" and cut.finish_reason == "error"
+    assert odd.truncated and odd.text == "Ship the"
     lines = [r.getMessage() for r in caplog.records]
     assert lines == [
         "action=stream_truncated model=fake reason=error chars_shown=8 error=ProviderUnavailable "
         "upstream=upstream said: overloaded",
         "action=stream_fallback model=fake reason=error error=ProviderUnavailable upstream=upstream said: try later",
+        "action=stream_fallback model=fake reason=end error=None upstream=None",
+        "action=stream_truncated model=fake reason=error chars_shown=8 error=RuntimeError upstream=None",
     ]
+
+
+class LongFallback(NoTextThenFallback):
+    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
+        return Completion(text="Ship the pilot first, then the rest once it has paid for itself.", usage=self.fallback)
+
+
+def test_a_cancel_while_a_fallback_is_replayed_stops_it_carrying_what_it_cost() -> None:
+    stop = threading.Event()
+    shown: list[str] = []
+
+    def on_text(text: str) -> None:
+        shown.append(text)
+        stop.set()  # the plan is cancelled as its first words are shown
+
+    with pytest.raises(CallCancelled) as raised:
+        guarded_call(LongFallback(reported=PROVIDER), SPEC, REQUEST, on_text=on_text, should_stop=stop.is_set)
+    assert len(shown) == 1  # the rest was not replayed
+    assert raised.value.message == "model 'fake': cancelled while replaying"
+    assert raised.value.usage == Usage(130, 5, "provider")  # the stream's and the fallback's tokens: waste
