@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from orchestrator.gateway.failures import CallCancelled, ProviderUnavailable, StreamStalled
+from orchestrator.gateway.failures import CallCancelled, ProviderUnavailable, RateLimited, StreamStalled
 from orchestrator.gateway.guard import guarded_call
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, TextDelta, Usage, UsageReport
 
@@ -133,3 +134,63 @@ def test_a_cancel_while_a_fallback_is_replayed_stops_it_carrying_what_it_cost() 
     assert len(shown) == 1  # the rest was not replayed
     assert raised.value.message == "model 'fake': cancelled while replaying"
     assert raised.value.usage == Usage(130, 5, "provider")  # the stream's and the fallback's tokens: waste
+
+
+class RaisesAtStream(NoTextThenFallback):
+    """A provider whose ``stream()`` itself raises (before anything is iterated)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[UsageReport | TextDelta]:
+        raise self.error
+
+
+def test_a_stream_that_cannot_start_falls_back_carrying_its_errors_usage() -> None:
+    error = ProviderUnavailable("connection refused", usage=ESTIMATED)
+    completion = guarded_call(RaisesAtStream(error), SPEC, REQUEST)
+    assert completion.fallback and completion.fallback_reason == "error"
+    assert completion.usage == Usage(40, 5, "estimated", "chars/4+provider")
+    with pytest.raises(RateLimited):  # a non-streaming call would be refused too: no fallback
+        guarded_call(RaisesAtStream(RateLimited("slow down", retry_after=2.0)), SPEC, REQUEST)
+
+
+class Spoken:
+    """A stream that reports its usage, then says two things; abortable or not."""
+
+    def __init__(self) -> None:
+        events: list[UsageReport | TextDelta] = [UsageReport(PROVIDER), TextDelta("Ship the"), TextDelta(" pilot.")]
+        self._events = iter(events)
+
+    def __iter__(self) -> Iterator[UsageReport | TextDelta]:
+        return self._events
+
+
+class AbortableSpoken(Spoken):
+    def abort(self) -> None:
+        pass
+
+
+class SaysTwoThings(NoTextThenFallback):
+    def __init__(self, stream: Spoken) -> None:
+        super().__init__()
+        self._stream = stream
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Any:
+        return self._stream
+
+
+@pytest.mark.parametrize("stream", [Spoken, AbortableSpoken], ids=["read-by-its-producer", "handed-over"])
+def test_a_cancel_after_text_was_shown_stops_the_stream_carrying_its_reported_usage(stream: type[Spoken]) -> None:
+    stop = threading.Event()
+    shown: list[str] = []
+
+    def on_text(text: str) -> None:
+        shown.append(text)
+        stop.set()
+
+    with pytest.raises(CallCancelled) as raised:
+        guarded_call(SaysTwoThings(stream()), SPEC, REQUEST, on_text=on_text, should_stop=stop.is_set)
+    assert shown == ["Ship the"]
+    assert raised.value.message == "model 'fake': cancelled" and raised.value.usage == PROVIDER
