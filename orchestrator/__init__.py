@@ -1,17 +1,19 @@
 """Control plane of Conclave. Its subpackages, from the ground up (each imports only
 those below it, and :mod:`storage`; ``tests/unit/test_layers.py`` enforces it):
 
-    gateway    the model gateway: providers, guard, budget, egress
-    core       settings, errors, the live bus, the version
-    briefing   briefing packs: chunking, retrieval, citations
-    plan       the plan model and its compilation: schema, expansion, canvas, prompts, debates
+    gateway       the model gateway: providers, guard, budget, egress
+    core          settings, errors, the live bus, the version
+    deliberation  answers, verdicts and the decision protocols' tallies (pure)
+    briefing      briefing packs: chunking, retrieval, citations
+    plan          the plan model and its compilation: schema, expansion, canvas, prompts, debates
     logs, metrics, tracing   what a process tells its operator
-    control    the coordinator (commands and reads) and the dispatcher
-    webhooks   signed webhooks: endpoints, signing, the backoff schedule, the courier
-    fleet      the Celery app, embedded mode, health, Flower
-    client     the one client, over a local or an HTTP backend
-    api        the HTTP API and the plan page
-    cli        ``conclave``: one command family per module
+    control       the coordinator (commands and reads) and the dispatcher
+    webhooks      signed webhooks: endpoints, signing, the backoff schedule, the courier
+    fleet         the Celery app, the one start-up, embedded mode, health, Flower
+    client        the one client, over a local or an HTTP backend
+    evaluation    ``conclave eval``: specs, the harness, the report
+    api           the HTTP API and the plan page
+    cli           ``conclave``: one command family per module
 
 Public surface (loaded on first use, so ``from orchestrator.plan.schema import Plan``
 does not import Celery)::

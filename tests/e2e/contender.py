@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from datetime import timedelta
 
-from storage import connect, plans
+from storage import connect, plans, spend
 from storage.exceptions import Busy, CapacityExceeded, RateLimited
 from storage.read_models import NewPhase
 
@@ -70,6 +70,15 @@ def resume_guard(url: str, plan_id: str, owner: str) -> str:
     return "guard"
 
 
+def reserve(url: str, plan_id: str, phase_id: str, tenant: str, cost_usd: float, month_usd: float) -> str:
+    """One call's worst case reserved against ``tenant``'s month (no plan budget: only the
+    tenant's spend lock serialises it with another process's)."""
+    db = connect(url, pool_size=1)
+    got = spend.reserve(db, plan_id=plan_id, phase_id=phase_id, attempt=1, tenant=tenant, tokens=10,
+                        cost_usd=cost_usd, limits=spend.Limits(tenant_usd=month_usd))
+    return "refused" if isinstance(got, spend.Refusal) else "reserved"
+
+
 def main(argv: list[str]) -> None:
     mode, url, *args = argv
     if mode == "sweep":
@@ -78,6 +87,8 @@ def main(argv: list[str]) -> None:
         outcome = submit(url, args[0], int(args[1]), int(args[2]))
     elif mode == "resume":
         outcome = resume_guard(url, args[0], args[1])
+    elif mode == "reserve":
+        outcome = reserve(url, args[0], args[1], args[2], float(args[3]), float(args[4]))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     print(outcome, flush=True)

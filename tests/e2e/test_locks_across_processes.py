@@ -1,14 +1,16 @@
 """Every lock and limit holds between real processes, not only between the engines of one:
 the housekeeping sweep (one at a time across the fleet), the per-tenant active-plan cap
 and submit rate (admissions from different processes: repository calls, then two
-``conclave api`` servers), and the resume guard.
+``conclave api`` servers), the resume guard, and a tenant's monthly budget (reservations
+from different worker processes).
 
 Each contender is its own Python process (:mod:`tests.e2e.contender`) with its own
 ``PYTHONHASHSEED``, so a lock keyed by anything computed per process — Python's salted
 ``hash()``, a pid, an object id — stops excluding and these tests fail. Admissions are
 raced deterministically: the first contender's ``INSERT INTO plans`` is held at a gate
 (a statement-level trigger that waits for an advisory lock the test holds) while it holds
-the tenant's lock; the second must wait for it and then be refused.
+the tenant's lock; the second must wait for it and then be refused. Reservations the same
+way, held at their ``INSERT INTO reservations``.
 """
 
 from __future__ import annotations
@@ -221,3 +223,36 @@ def test_two_api_processes_admit_one_plan_past_a_limit(api: Any, settings: Any, 
 
 def _named(url: str, app: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}application_name={app}"
+
+
+def test_a_tenants_month_holds_between_two_reserving_processes(clean_db: str, pg: Database,
+                                                               contenders: list[Contender]) -> None:
+    """Two worker processes reserve a call against one tenant's month that fits only one:
+    the first is held at its insert, holding the tenant's spend lock; the second must wait
+    for it, then count it and be refused. Another tenant's reservation waits for neither."""
+    def plan_of(tenant: str) -> tuple[str, list[str]]:
+        created = plans.create_plan(pg, title=f"{tenant} month", kind="team", spec={"title": "t"}, task_id=None,
+                                    phases=[NewPhase(key=k, kind="expert", position=i, depends_on=[])
+                                            for i, k in enumerate(("a", "b"))], tenant=tenant, max_active=10)
+        return created.plan_id, [p.id for p in plans.load_state(pg, created.plan_id).phases]
+
+    (acme, (a, b)), (globex, (g, _)) = plan_of("acme"), plan_of("globex")
+    with statement_gate(pg, name="reserve-gate", event="INSERT", table="reservations") as gate:
+        first = Contender("reserve", clean_db, acme, a, "acme", "1.0", "1.5", seed=1, app=gate.app)
+        contenders.append(first)
+        _until(gate.waiting, "the first reservation to be held at its insert")
+
+        other_tenant = Contender("reserve", clean_db, globex, g, "globex", "1.0", "1.5", seed=3)
+        contenders.append(other_tenant)
+        assert other_tenant.outcome() == "reserved"  # tenants do not wait for each other
+
+        second = Contender("reserve", clean_db, acme, b, "acme", "1.0", "1.5", seed=2)
+        contenders.append(second)
+        _until(lambda: second.proc.poll() is not None or _waits_for_a_lock(pg, second.app),
+               "the second reservation to wait for the tenant's spend lock (or to get past it)")
+        gate.open()
+        assert first.outcome() == "reserved"
+        assert second.outcome() == "refused", "two processes both reserved past one tenant's month"
+    with pg.engine.connect() as c:
+        held = sorted(c.execute(text("SELECT tenant, phase_id FROM reservations")).all())
+    assert held == sorted([("acme", a), ("globex", g)])

@@ -12,8 +12,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from sqlalchemy import update
+
 from storage import Database, plans, usage
+from storage.models import Phase, Plan, utcnow
 from storage.read_models import PhaseRecord, PlanRecord, UsageRecord
+from storage.status import PhaseStatus
 from tests.stored_rows import content_rows
 
 T = TypeVar("T")
@@ -93,6 +97,23 @@ def wait_leases_expired(db: Database, plan_id: str, timeout: float = 60) -> None
         return all(p.lease_expires_at is not None and p.lease_expires_at < now for p in running)
 
     wait_for(expired, timeout, interval=0.05, what="the running phases' leases to expire")
+
+
+def expire_leases(db: Database, plan_id: str) -> None:
+    """Time passes for a plan whose workers are all dead (SIGKILLed): every running phase's
+    stored lease is now over — the stored-time clock (``tests.unit.planes.Planes.expire_lease``)
+    instead of waiting out ``lease_seconds``. Only where no holder is alive: a live one renews."""
+    with db.engine.begin() as c:
+        c.execute(update(Phase).where(Phase.plan_id == plan_id, Phase.status == PhaseStatus.RUNNING)
+                  .values(lease_expires_at=utcnow()))
+
+
+def lapse_resume_guard(db: Database, plan_id: str) -> None:
+    """Time passes for the plan's resume guard: its stored hold is over (instead of sleeping
+    ``resume_guard_seconds``)."""
+    with db.engine.begin() as c:
+        c.execute(update(Plan).where(Plan.id == plan_id, Plan.resume_until.is_not(None))
+                  .values(resume_until=utcnow()))
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,12 @@ from tests.conftest import ROOT, settings_env
 from tests.integration.durability import (
     assert_exactly_once,
     board_plan,
+    expire_leases,
+    lapse_resume_guard,
     ledger,
     owner_pid,
     team_plan,
     wait_for,
-    wait_leases_expired,
 )
 
 GUARD = 3.0  # seconds a resume holds its plan's guard in these tests
@@ -125,7 +126,7 @@ def test_resume_by_external_task_id_rebuilds_from_stored_status(client: Any, wor
     assert_exactly_once(led)
     attempts = {p.key: p.attempt for p in led.phases}
 
-    time.sleep(GUARD)  # let the first resume's guard lapse
+    lapse_resume_guard(client.local.db, plan_id)  # the first resume's guard is over
     out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "resume", "crm:deal/42", "--json",
                           "--no-follow"], cwd=ROOT, env=settings_env(settings), capture_output=True,
                          text=True, timeout=60)
@@ -175,7 +176,7 @@ def test_failed_phases_rerun_only_with_retry_failed(client: Any, workers: Any) -
     # edits one in the database restarts the workers that may hold the old one
     worker.stop()
     workers(beat=True)
-    time.sleep(GUARD)
+    lapse_resume_guard(client.local.db, plan_id)
     res = client.resume(plan_id, retry_failed=True)
     assert sorted(res.retried) == ["final", "r1.ravi", "r1.summary"]
     assert res.enqueued[0] == "r1.ravi" and res.status == "running"
@@ -223,7 +224,7 @@ def test_debates_survive_a_crash_and_max_debates_holds(client: Any, workers: Any
     debates = [p for p in plans.load_state(client.local.db, plan_id).phases if p.kind == "debate"]
     assert len(debates) == 2 and {p.group_key for p in debates} == {"debate-check-1"}
 
-    wait_leases_expired(client.local.db, plan_id)  # the killed worker's leases
+    expire_leases(client.local.db, plan_id)  # the killed worker's leases are over
     res = client.resume(plan_id)
     assert {p.key for p in debates} & set(res.enqueued)  # resume sees the inserted debates
     workers(beat=True)

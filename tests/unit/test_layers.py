@@ -19,6 +19,7 @@ and inside ``orchestrator``, from the ground up (:data:`LAYERS`):
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -170,3 +171,37 @@ def test_no_two_modules_share_a_name() -> None:
     for module in MODULES:
         by_name.setdefault(module.rsplit(".", 1)[-1], []).append(module)
     assert {name: found for name, found in by_name.items() if len(found) > 1} == {}
+
+
+def _layout_folders(doc: str, heading: str) -> list[str]:
+    """The folders the first column of the table under ``heading`` names, in its order
+    (``orchestrator/logs/``, ``metrics/``, ``tracing/`` are three layers of orchestrator)."""
+    text = (ROOT / doc).read_text().split(f"\n{heading}\n", 1)[1]
+    rows = [line for line in text.split("\n\n| folder", 1)[1].splitlines()[2:] if line.startswith("|")] \
+        if "\n\n| folder" in text else []
+    found: list[str] = []
+    for row in rows:
+        names = [n.rstrip("/") for n in re.findall(r"`([a-z_/]+/)`", row.split("|")[1])]
+        # `orchestrator/logs/`, `metrics/`, `tracing/`: the later ones are orchestrator's too
+        parent = names[0].rpartition("/")[0] if names else ""
+        found += [n if "/" in n or not parent else f"{parent}/{n}" for n in names]
+    return found
+
+
+def test_the_layout_tables_name_every_folder_in_layer_order() -> None:
+    """README's layout table and DESIGN's folder table name each layer of ``orchestrator``
+    in the order test_each_layer_imports_only_the_layers_below_it enforces, and only
+    folders that exist."""
+    for doc, heading in (("README.md", "## Layout"), ("DESIGN.md", "## Layers")):
+        folders = _layout_folders(doc, heading)
+        assert [f.split("/", 1)[1] for f in folders if f.startswith("orchestrator/")] == list(LAYERS), doc
+        assert all((ROOT / f).is_dir() for f in folders), (doc, [f for f in folders if not (ROOT / f).is_dir()])
+        assert {"storage", "tasks"} <= set(folders), doc
+
+
+def test_the_package_docstring_names_every_layer() -> None:
+    import orchestrator
+
+    named = re.findall(r"^    ([a-z][a-z, ]+?)\s{2,}", orchestrator.__doc__ or "", re.MULTILINE)
+    layers = [name.strip() for line in named for name in line.split(",")]
+    assert layers == list(LAYERS)

@@ -19,7 +19,7 @@ from orchestrator.api.auth import Credentials
 from orchestrator.core.errors import Unauthorized
 from orchestrator.core.settings import Settings
 from storage import connect, principals
-from storage.identity import ADMIN, READ, session_mac, token_hash
+from storage.identity import ADMIN, API_TOKEN_ID, READ, session_mac, token_hash
 from tests.unit.planes import migrated_template
 
 API_TOKEN = "the-shared-operator-token"
@@ -158,3 +158,16 @@ def test_the_browser_is_told_to_guard_the_cookie() -> None:
     assert session.clear_cookie(secure=False) == "conclave_session=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"
     assert session.clear_cookie(secure=True).endswith("; Secure")
     assert frozenset({"GET", "HEAD"}) == session.SAFE_METHODS
+
+
+@pytest.mark.parametrize("configured", [None, "", " \n"], ids=["unset", "empty", "blank"])
+def test_without_an_api_token_no_cookie_stands_for_one(configured: str | None) -> None:
+    """With no usable ``CONCLAVE_API_TOKEN`` (principals' tokens only), a cookie claiming the
+    API token's session is nobody's — even one whose MAC is keyed by the hash of the empty
+    token, which anyone can compute: it would read every tenant's plans as admin."""
+    creds = credentials(configured, auth="tokens")
+    expires = int(time.time()) + 3600
+    message = session.message(API_TOKEN_ID, expires)
+    for key in ("", " \n", " "):
+        cookie = session.encode(API_TOKEN_ID, expires, session_mac(token_hash(key), message))
+        assert refused(creds, cookie), (configured, key)

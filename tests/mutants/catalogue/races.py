@@ -1,5 +1,5 @@
 """Mutations the first catalogue's tests did not notice (issue 18): locks keyed per
-process (I10, I48), a session MAC never compared for the API token (I49), a listed
+process (I10, I48, and the tenant's spend lock of I57), a session MAC never compared for the API token (I49), a listed
 literal that waives every address class (I18), the idle clock swapped for the first-chunk
 clock (I15), a wasted attempt's reported tokens shown as provider tokens (I4) and a
 cancel that leaves the plan's finish to a coordinator that read the plan before it (I13),
@@ -31,6 +31,12 @@ MUTATIONS: tuple[Mutation, ...] = (
                f"{PROCESSES}::test_a_tenants_limit_holds_across_processes[submit-rate]"),
         why="two API processes admit past a tenant's active-plan cap and submit rate at once"),
     mutation(
+        "spend-lock-key-salted-per-process", "I57", "storage/spend.py",
+        '    return locks.lock_key(f"spend:{tenant}")',
+        '    return hash(f"spend:{tenant}")',
+        tests=(f"{PROCESSES}::test_a_tenants_month_holds_between_two_reserving_processes",),
+        why="two workers reserve against one tenant's month at once, each under its own lock: the month is overspent"),
+    mutation(
         "api-token-session-mac-unchecked", "I49", "orchestrator/api/auth.py",
         "            return self._api_principal if hmac.compare_digest(mac, claim.mac) else None",
         "            return self._api_principal",
@@ -38,6 +44,12 @@ MUTATIONS: tuple[Mutation, ...] = (
                "test_the_api_token_session_opens_the_page_and_nothing_else_does",
                "tests/e2e/test_api_token_session.py::test_a_forged_api_token_session_reads_nothing"),
         why="a forged cookie for the API token reads every tenant's plans and /metrics"),
+    mutation(
+        "api-token-session-without-a-token", "I49", "orchestrator/api/auth.py",
+        "            if not self._api_token:\n                return None\n",
+        "",
+        tests=("tests/unit/test_session_cookie_is_checked.py::test_without_an_api_token_no_cookie_stands_for_one",),
+        why="with no CONCLAVE_API_TOKEN, a cookie MACed with the empty token's hash reads every tenant's plans"),
     mutation(
         "idle-clock-is-the-first-chunk-clock", "I15", "orchestrator/gateway/watchdog.py",
         "        self._idle = spec.idle_timeout",
@@ -68,6 +80,19 @@ MUTATIONS: tuple[Mutation, ...] = (
                "tests/integration/repositories/test_debates.py::"
                "test_a_stored_debate_counts_against_the_limit_whatever_became_of_it[sqlite-failed]"),
         why="a debate still being spoken (or one that failed) leaves its slot free: a resumed plan exceeds the limit"),
+    # I81 — retention keeps what the operator set, by the setting's unit, and the newest events
+    mutation(
+        "retention-days-read-as-hours", "I81", "orchestrator/control/coordinator.py",
+        "delete_before=now - timedelta(days=keep) if keep else None,",
+        "delete_before=now - timedelta(hours=keep) if keep else None,",
+        tests=("tests/unit/test_retention_setting.py::test_a_finished_plan_is_kept_for_the_days_set_and_deleted_after",),
+        why="finished plans are deleted 24 times too early"),
+    mutation(
+        "event-cap-keeps-the-oldest", "I81", "storage/retention.py",
+        "order_by=Event.id.desc())", "order_by=Event.id)",
+        tests=("tests/integration/repositories/test_retention.py::"
+               "test_a_just_finished_plan_is_trimmed_after_the_grace_period[sqlite]",),
+        why="a finished plan past the event cap keeps its first events and loses its end (the outcome, the synthesis)"),
     mutation(
         "utf16-counts-the-first-astral-only", "I31", "orchestrator/briefing/utf16.py",
         "        self._astral = [m.start() for m in _ASTRAL.finditer(text)]",

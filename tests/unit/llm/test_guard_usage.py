@@ -1,0 +1,196 @@
+"""What a call that fell back costs: the usage of the stream attempt that gave no text, plus its
+non-streaming fallback's — provider-reported only when both parts are, otherwise an estimate
+that names both methods (a regression that let the fallback's provider report speak for an
+estimated stream survived every guard test: audit-a's regression trial). No network: providers
+that stream from a list."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from orchestrator.gateway.failures import CallCancelled, ProviderUnavailable, RateLimited, StreamStalled
+from orchestrator.gateway.guard import guarded_call
+from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, TextDelta, Usage, UsageReport
+
+REQUEST = ChatRequest(system="You are the CFO.", prompt="Should we ship?")
+SPEC = ModelSpec(name="fake", provider="fake", first_chunk_timeout=5.0, idle_timeout=5.0, deadline=10.0)
+PROVIDER = Usage(120, 0, "provider")
+ESTIMATED = Usage(30, 0, "estimated", "chars/4")
+
+
+class NoTextThenFallback:
+    """A stream that gives no text — it reports ``reported`` and ends, or fails carrying
+    ``carried`` — and a fallback that answers with ``fallback``."""
+
+    def __init__(self, *, reported: Usage | None = None, carried: Usage | None = None,
+                 fallback: Usage = Usage(10, 5, "provider")) -> None:
+        self.reported, self.carried, self.fallback = reported, carried, fallback
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[UsageReport | TextDelta]:
+        if self.reported is not None:
+            yield UsageReport(self.reported)
+        if self.carried is not None:
+            raise ProviderUnavailable("the stream broke before any text", usage=self.carried,
+                                      detail="upstream said: try later")
+
+    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
+        return Completion(text="Ship the pilot.", usage=self.fallback)
+
+
+@pytest.mark.parametrize(("provider", "expected"), [
+    (NoTextThenFallback(reported=PROVIDER), Usage(130, 5, "provider")),
+    (NoTextThenFallback(carried=PROVIDER), Usage(130, 5, "provider")),
+    (NoTextThenFallback(carried=ESTIMATED), Usage(40, 5, "estimated", "chars/4+provider")),
+    (NoTextThenFallback(reported=PROVIDER, fallback=Usage(10, 5, "estimated", "chars/4")),
+     Usage(130, 5, "estimated", "provider+chars/4")),
+    (NoTextThenFallback(), Usage(10, 5, "provider")),  # the stream spent nothing known: the fallback alone
+], ids=["reported+provider", "carried+provider", "estimated+provider", "provider+estimated", "nothing+provider"])
+def test_a_fallback_costs_the_failed_stream_plus_itself(provider: NoTextThenFallback, expected: Usage) -> None:
+    completion = guarded_call(provider, SPEC, REQUEST)
+    assert completion.fallback and completion.text == "Ship the pilot."
+    assert completion.usage == expected
+    # why the stream was given up, for the fallback metrics: it broke, or it ended with no text
+    assert completion.fallback_reason == ("error" if provider.carried is not None else "end")
+
+
+class ReportsThenHangs:
+    """A stream that reports what it spent and then sends nothing until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[UsageReport | TextDelta]:
+        yield UsageReport(PROVIDER)
+        self.release.wait(10)
+
+    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
+        raise AssertionError("no time is left for a fallback")
+
+
+def test_a_call_with_no_text_by_its_deadline_stalls_carrying_what_it_spent() -> None:
+    spec = ModelSpec(name="fake", provider="fake", first_chunk_timeout=5.0, idle_timeout=5.0, deadline=0.3)
+    provider = ReportsThenHangs()
+    try:
+        with pytest.raises(StreamStalled) as raised:
+            guarded_call(provider, spec, REQUEST)
+    finally:
+        provider.release.set()
+    assert raised.value.message == "model 'fake': no output within the deadline of 0.3s"
+    assert raised.value.usage == PROVIDER  # its tokens are on record as the attempt's waste
+
+
+class TextThenBreaks:
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error or ProviderUnavailable("the stream broke", detail="upstream said: overloaded")
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[UsageReport | TextDelta]:
+        yield TextDelta("Ship the")
+        raise self.error
+
+    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
+        raise AssertionError("text was shown: never a fallback")
+
+
+def test_the_worker_log_says_why_a_stream_was_cut_or_replaced(caplog: pytest.LogCaptureFixture) -> None:
+    """The operator's only view of what the provider said: the model, why, how much was shown,
+    the error's class and the provider's (redacted) words."""
+    with caplog.at_level(logging.WARNING, logger="orchestrator.gateway.guard"):
+        cut = guarded_call(TextThenBreaks(), SPEC, REQUEST)
+        guarded_call(NoTextThenFallback(carried=ESTIMATED), SPEC, REQUEST)
+        guarded_call(NoTextThenFallback(), SPEC, REQUEST)  # an empty stream: no error to name
+        odd = guarded_call(TextThenBreaks(RuntimeError("a bug in a stream")), SPEC, REQUEST)
+    assert cut.truncated and cut.text == "Ship the" and cut.finish_reason == "error"
+    assert odd.truncated and odd.text == "Ship the"
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "action=stream_truncated model=fake reason=error chars_shown=8 error=ProviderUnavailable "
+        "upstream=upstream said: overloaded",
+        "action=stream_fallback model=fake reason=error error=ProviderUnavailable upstream=upstream said: try later",
+        "action=stream_fallback model=fake reason=end error=None upstream=None",
+        "action=stream_truncated model=fake reason=error chars_shown=8 error=RuntimeError upstream=None",
+    ]
+
+
+class LongFallback(NoTextThenFallback):
+    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
+        return Completion(text="Ship the pilot first, then the rest once it has paid for itself.", usage=self.fallback)
+
+
+def test_a_cancel_while_a_fallback_is_replayed_stops_it_carrying_what_it_cost() -> None:
+    stop = threading.Event()
+    shown: list[str] = []
+
+    def on_text(text: str) -> None:
+        shown.append(text)
+        stop.set()  # the plan is cancelled as its first words are shown
+
+    with pytest.raises(CallCancelled) as raised:
+        guarded_call(LongFallback(reported=PROVIDER), SPEC, REQUEST, on_text=on_text, should_stop=stop.is_set)
+    assert len(shown) == 1  # the rest was not replayed
+    assert raised.value.message == "model 'fake': cancelled while replaying"
+    assert raised.value.usage == Usage(130, 5, "provider")  # the stream's and the fallback's tokens: waste
+
+
+class RaisesAtStream(NoTextThenFallback):
+    """A provider whose ``stream()`` itself raises (before anything is iterated)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[UsageReport | TextDelta]:
+        raise self.error
+
+
+def test_a_stream_that_cannot_start_falls_back_carrying_its_errors_usage() -> None:
+    error = ProviderUnavailable("connection refused", usage=ESTIMATED)
+    completion = guarded_call(RaisesAtStream(error), SPEC, REQUEST)
+    assert completion.fallback and completion.fallback_reason == "error"
+    assert completion.usage == Usage(40, 5, "estimated", "chars/4+provider")
+    with pytest.raises(RateLimited):  # a non-streaming call would be refused too: no fallback
+        guarded_call(RaisesAtStream(RateLimited("slow down", retry_after=2.0)), SPEC, REQUEST)
+
+
+class Spoken:
+    """A stream that reports its usage, then says two things; abortable or not."""
+
+    def __init__(self) -> None:
+        events: list[UsageReport | TextDelta] = [UsageReport(PROVIDER), TextDelta("Ship the"), TextDelta(" pilot.")]
+        self._events = iter(events)
+
+    def __iter__(self) -> Iterator[UsageReport | TextDelta]:
+        return self._events
+
+
+class AbortableSpoken(Spoken):
+    def abort(self) -> None:
+        pass
+
+
+class SaysTwoThings(NoTextThenFallback):
+    def __init__(self, stream: Spoken) -> None:
+        super().__init__()
+        self._stream = stream
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Any:
+        return self._stream
+
+
+@pytest.mark.parametrize("stream", [Spoken, AbortableSpoken], ids=["read-by-its-producer", "handed-over"])
+def test_a_cancel_after_text_was_shown_stops_the_stream_carrying_its_reported_usage(stream: type[Spoken]) -> None:
+    stop = threading.Event()
+    shown: list[str] = []
+
+    def on_text(text: str) -> None:
+        shown.append(text)
+        stop.set()
+
+    with pytest.raises(CallCancelled) as raised:
+        guarded_call(SaysTwoThings(stream()), SPEC, REQUEST, on_text=on_text, should_stop=stop.is_set)
+    assert shown == ["Ship the"]
+    assert raised.value.message == "model 'fake': cancelled" and raised.value.usage == PROVIDER
