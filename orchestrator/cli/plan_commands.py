@@ -21,7 +21,7 @@ from orchestrator.cli import common
 from orchestrator.cli.common import Looking, err, errors, remote, tenant
 from orchestrator.client.backend import PlanSource
 from orchestrator.logs import configure
-from orchestrator.plan.spending import dollars
+from orchestrator.plan.spending import spent_text
 from orchestrator.plan.views import PlanView
 from storage.status import PlanStatus
 
@@ -134,17 +134,7 @@ def _when(stamp: str) -> str:
 
 def spent_line(view: PlanView) -> str:
     """What the plan spent in dollars and, under a budget, what is left of it."""
-    b = view.budget
-    out = "" if view.usage.cost_usd is None else f"  {dollars(view.usage.cost_usd)}"
-    if b is None:
-        return out
-    if b.usd is not None:
-        spent = "unpriced" if b.spent_usd is None else dollars(b.spent_usd)
-        left = "" if b.remaining_usd is None else f", {dollars(b.remaining_usd)} left"
-        out += f"  budget: {spent} spent of {dollars(b.usd)}{left}"
-    if b.max_tokens is not None:
-        out += f"  budget: {b.spent_tokens:,} of {b.max_tokens:,} tokens, {b.remaining_tokens:,} left"
-    return out
+    return spent_text(view.usage.cost_usd, view.budget)
 
 
 @click.command()

@@ -29,6 +29,7 @@ from orchestrator.briefing.documents import CitationView
 from orchestrator.client.conclave import Conclave
 from orchestrator.client.live_text import live_text
 from orchestrator.core.bus import drain
+from orchestrator.plan.spending import dollars, spent_text
 from orchestrator.plan.views import EARLY_STOP, PhaseView, PlanView
 from storage.status import PHASE_FINAL, PhaseStatus, PlanStatus
 
@@ -329,6 +330,9 @@ class MeetingView:
         for line in decision_lines(view):
             self.console.print(line)
         done = f"{view.done}/{len(view.phases)} phases"
-        self.console.print(Rule(f"[{style}]{view.status}[/] · {done} · {usage}"))
+        cost = "" if view.usage.cost_usd is None else f" · {dollars(view.usage.cost_usd)}"
+        self.console.print(Rule(f"[{style}]{view.status}[/] · {done} · {usage}{cost}"))
+        if view.budget is not None:
+            self.console.print(Text(spent_text(None, view.budget).strip(), style="dim"))
         if view.error and view.status != PlanStatus.COMPLETED:
             self.console.print(Text(view.error, style="red"))

@@ -55,6 +55,21 @@ def budget_view(budget: dict[str, Any] | None, spent_tokens: int, spent_usd: flo
                       remaining_usd=None if usd is None or spent_usd is None else max(0.0, usd - spent_usd))
 
 
+def spent_text(cost_usd: float | None, budget: BudgetView | None) -> str:
+    """What a plan spent in dollars (nothing when a call had no price) and, under a budget,
+    what is left of it: the words ``conclave status`` and ``conclave run`` print."""
+    out = "" if cost_usd is None else f"  {dollars(cost_usd)}"
+    if budget is None:
+        return out
+    if budget.usd is not None:
+        spent = "unpriced" if budget.spent_usd is None else dollars(budget.spent_usd)
+        left = "" if budget.remaining_usd is None else f", {dollars(budget.remaining_usd)} left"
+        out += f"  budget: {spent} spent of {dollars(budget.usd)}{left}"
+    if budget.max_tokens is not None:
+        out += f"  budget: {budget.spent_tokens:,} of {budget.max_tokens:,} tokens, {budget.remaining_tokens:,} left"
+    return out
+
+
 def exhausted_summary(view: BudgetView | None) -> str | None:
     """What a plan that ran out spent and has left, for its outcome (None: it has no budget)."""
     if view is None:

@@ -92,3 +92,22 @@ def test_user_text_is_shown_literally_not_as_markup(tmp_path: Path) -> None:
     status = run_cli(["status", plan_id], tmp_path)
     assert status.returncode == 0, status.stderr
     assert "Pricing [red]draft[/red] [v2]" in status.stdout and "[completed]" in status.stdout
+
+
+def test_run_and_status_show_what_a_priced_plan_cost_and_what_its_budget_has_left(tmp_path: Path) -> None:
+    (tmp_path / "models.yaml").write_text("models:\n  default:\n    provider: offline\n"
+                                          "    price: {input: 3.0, output: 15.0, per_call: 0.001}\n")
+    plan = (ROOT / "examples" / "board.yaml").read_text() + "budget: {usd: 5}\n"
+    (tmp_path / "board.yaml").write_text(plan)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONCLAVE_")}
+    env["CONCLAVE_MODELS"] = str(tmp_path / "models.yaml")
+    out = run_cli(["run", "board.yaml"], tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    footer = re.search(r"completed · 12/12 phases · [\d,]+ tokens \(estimated\) · \$(0\.\d+)", out.stdout)
+    assert footer, out.stdout[-600:]
+    cost = float(footer.group(1))
+    assert 0 < cost < 5
+    assert re.search(rf"budget: \${footer.group(1)} spent of \$5\.00, \$[\d.]+ left", out.stdout), out.stdout[-400:]
+    plan_id = json.loads(run_cli(["list", "--json"], tmp_path, env=env).stdout)["plans"][0]["id"]
+    status = run_cli(["status", plan_id], tmp_path, env=env)
+    assert f"${footer.group(1)}  budget: ${footer.group(1)} spent of $5.00" in status.stdout, status.stdout[:400]
