@@ -49,6 +49,7 @@ def test_a_phases_text_arrives_whole_in_order_as_chunks_numbered_from_zero(redis
         if n % 100 == 0:
             b.add(f"<{n}>")
             bus.publish("p9", {"type": "phase_started", "n": n})
+            time.sleep(0.005)  # the sender takes what waits: later text starts a new chunk
     assert bus.flush(5.0)
     got = collect(sub, 2000, timeout=3.0)
     bus.close()
@@ -60,7 +61,7 @@ def test_a_phases_text_arrives_whole_in_order_as_chunks_numbered_from_zero(redis
         assert [m["seq"] for m in chunks[key]] == list(range(len(chunks[key])))
         assert all(list(m) == ["type", "phase", "expert", "seq", "text"] and m["expert"] == expert
                    for m in chunks[key])
-    assert len(chunks["r1.dana"]) < len(pieces)  # joined while waiting
+    assert 20 <= len(chunks["r1.dana"]) < len(pieces)  # joined while waiting, a new one after each write
     assert [m["n"] for m in got if m["type"] == "phase_started"] == list(range(0, 2000, 100))
 
 
