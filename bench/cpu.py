@@ -38,7 +38,7 @@ Each side first runs one small plan untimed (imports, connections, the worker re
 summary printed); the figures of a profiled run include py-spy's interference.
 
 Usage: python bench/cpu.py [--plans 40] [--experts 4] [--chunks 64] [--interval 0.05]
-       [--redis redis://127.0.0.1:6379/13] [--profile DIR]
+       [--redis redis://127.0.0.1:6379/13] [--profile DIR] [--profile-rate 100]
 Needs Postgres and Redis on 127.0.0.1 (make services). Creates and drops its own database;
 flushes the Redis database it is given.
 """
@@ -70,6 +70,7 @@ EXPERTS = [("Dana", "CFO"), ("Ravi", "CTO"), ("Sofia", "Head of Sales"), ("Tomas
            ("Jon", "Head of Product")]
 CONCURRENCY = 32
 IDLE_SECONDS = 5.0
+PROFILE_RATE = 100  # py-spy samples per second (--profile-rate)
 #: Where a profiled worker's samples go, first match wins (see bench/profile.py: shares).
 CELERY = [("celery: task tracing, results, chords", ("celery/app/trace.py",)),
           ("celery: consumer loop, kombu", ("celery/worker/", "kombu/"))]
@@ -78,8 +79,8 @@ CONCLAVE_PARTS = [
     ("the bus sender thread (PUBLISH packed, one write per batch)", ("RedisBus._send_loop",)),
     ("chunk publish call (JSON, queue)", ("RedisBus.publish",)),
     ("on_text (the chunk message, metrics)", ("_Timed.__call__",)),
-    ("the stream read inline: HTTP read, SSE decoding", ("_read_inline",)),
-    ("the guard waiting for the first event", ("_consume_stream",)),
+    ("the stream read on the phase's thread: HTTP read, SSE decoding", ("_read_stream",)),
+    ("the watchdog thread", ("conclave-llm-watchdog", "Watchdog._run")),
     ("claim", ("PhaseRunner.claim",)), ("prompt", ("PhaseRunner.prepare",)), ("usage row", ("record_usage",)),
     ("completion", ("PhaseRunner.complete",)), ("advance", ("Coordinator.advance",)),
     ("lease heartbeat", ("tasks/lease.py",)), ("housekeeper", ("tasks/housekeeping.py",)),
@@ -143,7 +144,7 @@ class Window:
         before = tree_cpu(pid)
         time.sleep(IDLE_SECONDS)
         self.idle = (tree_cpu(pid) - before) / IDLE_SECONDS
-        self.sampler = Sampler(pid, profile / f"{name}.txt") if profile is not None else None
+        self.sampler = Sampler(pid, profile / f"{name}.txt", PROFILE_RATE) if profile is not None else None
         if self.sampler is not None:
             time.sleep(1.0)  # py-spy attached before the clock starts
         self.stats, self.cpu, self.t0 = server.stats(), tree_cpu(pid), time.time()
@@ -249,7 +250,9 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between chunks")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/13", help="a Redis database this run may flush")
     parser.add_argument("--profile", type=Path, help="sample each worker with py-spy; raw stacks go here")
+    parser.add_argument("--profile-rate", type=int, default=PROFILE_RATE, help="py-spy samples per second")
     args = parser.parse_args()
+    globals()["PROFILE_RATE"] = args.profile_rate
 
     import redis
     from sqlalchemy import create_engine, text

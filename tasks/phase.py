@@ -20,7 +20,17 @@ from tasks.housekeeping import PRUNE_EVERY
 
 
 @shared_task(name="conclave.run_phase", bind=True, acks_late=True, max_retries=None)
-def run_phase(self: Any, plan_id: str, phase_id: str, phase_key: str | None = None) -> str:
+def run_phase(self: Any, plan_id: str, phase_id: str, phase_key: str | None = None, advance: bool = False) -> str:
+    """``advance``: the canvas's ``advance`` that follows this run, done here once the phase
+    is stored (or found nothing to do), as the chain's next task would have — one task fewer."""
+    outcome = _run_phase(self, plan_id, phase_id, phase_key)
+    if advance:
+        with bind(plan_id=plan_id):
+            runtime.current(self.app).coordinator.advance(plan_id)
+    return outcome
+
+
+def _run_phase(self: Any, plan_id: str, phase_id: str, phase_key: str | None) -> str:
     rt = runtime.current(self.app)
     with bind(plan_id=plan_id, phase=phase_key, worker=self.request.hostname):
         try:

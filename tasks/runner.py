@@ -14,7 +14,6 @@ retried write can never count twice.
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import time
@@ -24,7 +23,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from orchestrator import tracing
-from orchestrator.core.bus import Bus, publish_events
+from orchestrator.core.bus import Bus, Chunks, publish_events
 from orchestrator.core.errors import ServiceUnavailable, storage_boundary
 from orchestrator.core.settings import Settings
 from orchestrator.gateway.budget import request_tokens
@@ -121,10 +120,10 @@ class PhaseRunner:
     def _run(self, work: PhaseWork, lease: Lease) -> Outcome:
         gateway = Gateway(self.providers, hooks=[StopWhenCancelled(lease), Spend(self, work),
                                                  *tracing.call_hooks(), MeasureCalls(recorder())])
-        seq = itertools.count()
+        chunks = self.bus.chunks(work.plan_id, work.key, work.phase.expert)
 
         def on_text(text: str) -> None:
-            self.publish_text(work, next(seq), text)
+            self.publish_text(chunks, text)
 
         try:
             answered = self.answered(work, gateway, on_text, lease)
@@ -402,10 +401,10 @@ class PhaseRunner:
         with storage_boundary():
             return phases.renew_leases(self.db, held, timedelta(seconds=self.settings.lease_seconds))
 
-    def publish_text(self, work: PhaseWork, seq: int, text: str) -> None:
-        """A streamed chunk: bus-only, never stored (the full text is, at completion)."""
-        self.bus.publish(work.plan_id, {"type": "chunk", "phase": work.key, "expert": work.phase.expert,
-                                        "seq": seq, "text": text})
+    def publish_text(self, chunks: Chunks, text: str) -> None:
+        """Streamed text: bus-only, never stored (the full text is, at completion); numbered,
+        and perhaps joined to the chunk still waiting to be sent, by the bus (:meth:`Bus.chunks`)."""
+        chunks.add(text)
 
     def _durably(self, write: Callable[[], T]) -> T:
         """Retry a result write while the database is unavailable (with backoff, up to

@@ -4,6 +4,10 @@ Messages are stored events (published after the commit that stored them, in the
 shape of :meth:`storage.read_models.EventRecord.message`) and text chunks (bus-only:
 ``{"type": "chunk", "phase", "expert", "seq", "text"}``). They may be lost (Redis keeps nothing on disk by default);
 a watcher that needs certainty re-reads stored events and contents.
+
+A phase's text goes through :meth:`Bus.chunks`: its chunks get consecutive ``seq`` from 0,
+and with Redis, text that arrives while the phase's last chunk still waits to be sent joins
+that chunk (one message instead of several, every character in order).
 """
 
 from __future__ import annotations
@@ -34,9 +38,30 @@ class Subscription(Protocol):
 class Bus(Protocol):
     def publish(self, plan_id: str, message: dict[str, Any]) -> None: ...
 
+    def chunks(self, plan_id: str, phase: str, expert: str | None) -> Chunks: ...
+
     def subscribe(self, plan_id: str) -> Subscription: ...
 
     def close(self) -> None: ...
+
+
+class Chunks(Protocol):
+    """One phase's live text, published as chunks numbered from 0."""
+
+    def add(self, text: str) -> None: ...
+
+
+class _EachChunk:
+    """A chunk message per piece of text (the in-process bus: nothing waits to be sent)."""
+
+    def __init__(self, bus: Bus, plan_id: str, phase: str, expert: str | None) -> None:
+        self._bus, self._plan_id, self._phase, self._expert = bus, plan_id, phase, expert
+        self._seq = 0
+
+    def add(self, text: str) -> None:
+        self._bus.publish(self._plan_id, {"type": "chunk", "phase": self._phase, "expert": self._expert,
+                                          "seq": self._seq, "text": text})
+        self._seq += 1
 
 
 def open_bus(redis_url: str | None) -> Bus:
@@ -56,6 +81,9 @@ class MemoryBus:
             targets = list(self._subs.get(plan_id, ()))
         for q in targets:
             q.put(message)
+
+    def chunks(self, plan_id: str, phase: str, expert: str | None) -> Chunks:
+        return _EachChunk(self, plan_id, phase, expert)
 
     def subscribe(self, plan_id: str) -> Subscription:
         q: queue.Queue[dict[str, Any]] = queue.Queue()
@@ -93,11 +121,16 @@ class RedisBus:
     queued in one write (:class:`_Sender`; a burst of chunks in publish order).
     A lost message costs a watcher some liveness, never a phase its result; when Redis
     is away the sender backs off (each failure logged), the queue is bounded and the
-    oldest messages are dropped first."""
+    oldest messages are dropped first.
+
+    The sender writes at once what it finds when it wakes, then at most once every
+    ``WINDOW`` while messages keep coming: a publish wakes it only when it is idle, so a
+    busy process pays one wake-up and one write per window, not per message, and a lone
+    message waits for nothing. A phase's chunk waits in the queue until its write: text
+    of the same phase arriving meanwhile joins it (:class:`_JoiningChunks`)."""
 
     MAX_QUEUED = 10_000
-    LINGER = 0.001  # seconds a lone message waits for company before it is written
-    LINGER_BATCH = 8  # ... unless this many are already queued
+    WINDOW = 0.002  # seconds between writes while messages keep coming
     BACKOFF, MAX_BACKOFF = 0.05, 5.0  # seconds before the next try after failures in a row: doubling, capped
 
     def __init__(self, url: str) -> None:
@@ -109,7 +142,8 @@ class RedisBus:
         self._wake = threading.Condition(lock)  # the sender waits here for messages
         self._done = threading.Condition(lock)  # flush() waits here for the sender
         self._idle = False  # the sender waits for a message, not lingering: a publish wakes it
-        self._queue: collections.deque[tuple[str, str]] = collections.deque()
+        self._queue: collections.deque[tuple[str, str | _Chunk]] = collections.deque()
+        self._batch = 0  # how many batches the sender took: a chunk queued since the last one may grow
         self._sender: threading.Thread | None = None
         self._pid = 0
         self._closed = False
@@ -123,20 +157,28 @@ class RedisBus:
     def publish(self, plan_id: str, message: dict[str, Any]) -> None:
         item = (self.channel(plan_id), json.dumps(message))
         with self._lock:
-            if self._closed:
-                return
-            if self._pid != os.getpid():  # first use, or a forked child: the thread did not survive
-                self._pid, self._queue = os.getpid(), collections.deque()
-                self._sender = threading.Thread(target=self._send_loop, name="conclave-bus", daemon=True)
-                self._sender.start()
-                atexit.register(self.flush, 1.0)  # a process ending sends what it queued
-            if len(self._queue) >= self.MAX_QUEUED:
-                self._queue.popleft()
-                self._dropped += 1
-            self._queue.append(item)
-            if self._idle:
-                self._idle = False
-                self._wake.notify()
+            self._put(item)
+
+    def chunks(self, plan_id: str, phase: str, expert: str | None) -> Chunks:
+        return _JoiningChunks(self, self.channel(plan_id), phase, expert)
+
+    def _put(self, item: tuple[str, str | _Chunk]) -> None:
+        """Queue ``item`` (the lock held) and wake an idle sender."""
+        if self._closed:
+            return
+        if self._pid != os.getpid():  # first use, or a forked child: the thread did not survive
+            self._pid, self._queue = os.getpid(), collections.deque()
+            self._batch += 1  # what a parent queued is not this process's to join
+            self._sender = threading.Thread(target=self._send_loop, name="conclave-bus", daemon=True)
+            self._sender.start()
+            atexit.register(self.flush, 1.0)  # a process ending sends what it queued
+        if len(self._queue) >= self.MAX_QUEUED:
+            self._queue.popleft()
+            self._dropped += 1
+        self._queue.append(item)
+        if self._idle:
+            self._idle = False
+            self._wake.notify()
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until everything queued so far was handed to Redis (or dropped)."""
@@ -169,9 +211,8 @@ class RedisBus:
                 if self._closed and not self._queue:
                     sender.reset()
                     return
-                if len(self._queue) < self.LINGER_BATCH and not self._closed:
-                    self._wake.wait(self.LINGER)  # a few more may come: one wake and one write for them
                 batch, self._queue = self._queue, collections.deque()
+                self._batch += 1  # the chunks in it are final now
                 self._sending = True
             try:
                 sender.send(batch)
@@ -193,9 +234,45 @@ class RedisBus:
                 with self._lock:
                     if not self._closed:  # close() wakes it
                         self._wake.wait(min(self.MAX_BACKOFF, self.BACKOFF * 2 ** (failures - 1)))
+            else:
+                time.sleep(self.WINDOW)  # what comes meanwhile is written together (and chunks grow)
 
     def subscribe(self, plan_id: str) -> Subscription:
         return _RedisSubscription(self._redis, self.channel(plan_id))
+
+
+class _Chunk:
+    """A chunk waiting in the queue; its text grows until the sender takes its batch."""
+
+    __slots__ = ("batch", "expert", "parts", "phase", "seq")
+
+    def __init__(self, phase: str, expert: str | None, seq: int, text: str, batch: int) -> None:
+        self.phase, self.expert, self.seq, self.parts, self.batch = phase, expert, seq, [text], batch
+
+    def data(self) -> str:
+        return json.dumps({"type": "chunk", "phase": self.phase, "expert": self.expert, "seq": self.seq,
+                           "text": "".join(self.parts)})
+
+
+class _JoiningChunks:
+    """A phase's chunks on a :class:`RedisBus`: text joins the phase's last chunk while that
+    one is still queued (the sender has not taken its batch), else becomes the next chunk."""
+
+    def __init__(self, bus: RedisBus, channel: str, phase: str, expert: str | None) -> None:
+        self._bus, self._channel, self._phase, self._expert = bus, channel, phase, expert
+        self._seq = 0
+        self._last: _Chunk | None = None
+
+    def add(self, text: str) -> None:
+        bus = self._bus
+        with bus._lock:
+            last = self._last
+            if last is not None and last.batch == bus._batch:
+                last.parts.append(text)
+                return
+            self._last = chunk = _Chunk(self._phase, self._expert, self._seq, text, bus._batch)
+            self._seq += 1
+            bus._put((self._channel, chunk))
 
 
 class _Sender:
@@ -212,10 +289,11 @@ class _Sender:
         self._conn: Any = None
         self._quiet = False  # replies are off on this connection
 
-    def send(self, batch: Iterable[tuple[str, str]]) -> None:
+    def send(self, batch: Iterable[tuple[str, str | _Chunk]]) -> None:
         from redis.exceptions import ConnectionError as Disconnected
 
-        packed = [_command(b"PUBLISH", channel.encode(), data.encode()) for channel, data in batch]
+        packed = [_command(b"PUBLISH", channel.encode(), (data if isinstance(data, str) else data.data()).encode())
+                  for channel, data in batch]
         try:
             self._write(packed)
         except Disconnected:  # nothing of it reached a server that is still there: once more, anew

@@ -92,6 +92,7 @@ def guarded_call(
 ) -> Completion:
     """Streams ``request`` through ``provider`` under the guard; see the module docstring."""
     watch = Watch(spec, should_stop, clock)
+    fallback = watch.fallback()  # the watch of the non-streaming fallback, if it comes to that
     outcome = _read_stream(provider, spec, request, watch, on_text, should_stop)
     if outcome.text:
         # a partial figure carried by an error is not the call's usage: estimate instead
@@ -124,7 +125,7 @@ def guarded_call(
         type(error).__name__ if error else None,
         getattr(error, "detail", None),  # what the provider said, redacted: the log only
     )
-    completion = _bounded_complete(provider, spec, request, watch.fallback(), spent, outcome.reason)
+    completion = _bounded_complete(provider, spec, request, fallback, spent, outcome.reason)
     for start in range(0, len(completion.text), REPLAY_CHUNK):
         if should_stop():
             raise CallCancelled(f"model {spec.name!r}: cancelled while replaying", usage=completion.usage)

@@ -11,6 +11,9 @@ board from its opening is one canvas::
 
     opening → chord(r1 turns) → r1.summary → chord(r2 turns) → r2.summary → final → advance
 
+(an ``advance`` right after a run is sent as that run's last step, in the same task:
+:func:`to_signature`).
+
 ``advance(plan)`` runs where the shape can change (right after a divergence check), where
 the order stops being series-parallel, and at the end. The canvas is a *trigger*, never
 the barrier: ``run_phase`` claims only a phase whose inputs are complete (a conditional
@@ -200,19 +203,32 @@ def shadow_name(key: str) -> str:
 
 def to_signature(canvas: Canvas, app: Any) -> Any:
     """The Celery signature for a canvas; tasks are sent by registered name (a chain
-    holding a group followed by a step becomes a chord)."""
+    holding a group followed by a step becomes a chord). An ``advance`` right after a run
+    in a chain is that run's own last step (``run_phase(..., advance=True)``: the same task
+    advances the plan once the phase is stored), not a task of its own: a plan's closing
+    advance costs no message, no task and no result."""
     from celery import chain, group
+
+    def run(step: Run, *, advance: bool = False) -> Any:
+        kwargs: dict[str, Any] = {"plan_id": canvas.plan_id, "phase_id": step.phase_id, "phase_key": step.key}
+        if advance:
+            kwargs["advance"] = True
+        # ``shadow``: the name Flower and worker logs show (conclave.run_phase[r1.dana])
+        return app.signature(RUN_PHASE, kwargs=kwargs, immutable=True, shadow=shadow_name(step.key))
 
     def build(step: Step) -> Any:
         if isinstance(step, Run):
-            # ``shadow``: the name Flower and worker logs show (conclave.run_phase[r1.dana])
-            return app.signature(RUN_PHASE, kwargs={"plan_id": canvas.plan_id, "phase_id": step.phase_id,
-                                                    "phase_key": step.key}, immutable=True,
-                                 shadow=shadow_name(step.key))
+            return run(step)
         if isinstance(step, Advance):
             return app.signature(ADVANCE, kwargs={"plan_id": canvas.plan_id}, immutable=True)
         if isinstance(step, Chain):
-            return chain(*[build(s) for s in step.steps])
+            sigs: list[Any] = []
+            for i, s in enumerate(step.steps):
+                if isinstance(s, Advance) and i and isinstance(step.steps[i - 1], Run):
+                    continue  # carried by the run before it
+                follows = i + 1 < len(step.steps) and isinstance(step.steps[i + 1], Advance)
+                sigs.append(run(s, advance=follows) if isinstance(s, Run) else build(s))
+            return sigs[0] if len(sigs) == 1 else chain(*sigs)
         return group(*[build(s) for s in step.lanes])
 
     return build(canvas.root)

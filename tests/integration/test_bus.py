@@ -35,6 +35,36 @@ def test_a_burst_arrives_in_publish_order(redis_url: str) -> None:
     bus.close()
 
 
+def test_a_phases_text_arrives_whole_in_order_as_chunks_numbered_from_zero(redis_url: str) -> None:
+    """Text that comes faster than the sender writes joins the chunk still waiting: fewer
+    messages than pieces, every character in order, ``seq`` 0, 1, 2 … with no gap; another
+    phase's chunks and a stored event between them keep their own order."""
+    bus = RedisBus(redis_url)
+    sub = bus.subscribe("p9")
+    time.sleep(0.2)
+    a, b = bus.chunks("p9", "r1.dana", "Dana"), bus.chunks("p9", "r1.ravi", None)
+    pieces = [f"w{n} " for n in range(2000)]
+    for n, piece in enumerate(pieces):
+        a.add(piece)
+        if n % 100 == 0:
+            b.add(f"<{n}>")
+            bus.publish("p9", {"type": "phase_started", "n": n})
+            time.sleep(0.005)  # the sender takes what waits: later text starts a new chunk
+    assert bus.flush(5.0)
+    got = collect(sub, 2000, timeout=3.0)
+    bus.close()
+    sub.close()
+    chunks = {key: [m for m in got if m.get("phase") == key] for key in ("r1.dana", "r1.ravi")}
+    assert "".join(m["text"] for m in chunks["r1.dana"]) == "".join(pieces)
+    assert "".join(m["text"] for m in chunks["r1.ravi"]) == "".join(f"<{n}>" for n in range(0, 2000, 100))
+    for key, expert in (("r1.dana", "Dana"), ("r1.ravi", None)):
+        assert [m["seq"] for m in chunks[key]] == list(range(len(chunks[key])))
+        assert all(list(m) == ["type", "phase", "expert", "seq", "text"] and m["expert"] == expert
+                   for m in chunks[key])
+    assert 20 <= len(chunks["r1.dana"]) < len(pieces)  # joined while waiting, a new one after each write
+    assert [m["n"] for m in got if m["type"] == "phase_started"] == list(range(0, 2000, 100))
+
+
 def test_publishing_never_waits_on_a_redis_that_hangs() -> None:
     """A Redis that accepts connections and never answers: each PUBLISH sent by the
     caller would wait out the 5 s socket timeout. The caller only queues."""

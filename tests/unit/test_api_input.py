@@ -74,9 +74,8 @@ def test_event_id_accepts() -> None:
 def test_run_phase_has_a_readable_shadow_name() -> None:
     app = build_app(Settings())
     sig = to_signature(Canvas("p", Chain((Run("id-1", "r1.dana"), Advance()))), app)
-    run = sig.tasks[0]
-    assert run.task == "conclave.run_phase" and run.options["shadow"] == "conclave.run_phase[r1.dana]"
-    assert run.kwargs == {"plan_id": "p", "phase_id": "id-1", "phase_key": "r1.dana"}
+    assert sig.task == "conclave.run_phase" and sig.options["shadow"] == "conclave.run_phase[r1.dana]"
+    assert sig.kwargs == {"plan_id": "p", "phase_id": "id-1", "phase_key": "r1.dana", "advance": True}
 
 
 class _ExplodingReads:

@@ -174,7 +174,18 @@ def flat(sig: Any) -> list[Any]:
     if kind == "group":
         return [tuple(flat(t) for t in sig.tasks)]
     assert sig.immutable  # a run_phase never receives its predecessor's result
-    return ["advance" if sig.task == "conclave.advance" else ("run", sig.kwargs["phase_key"])]
+    if sig.task == "conclave.advance":
+        return ["advance"]
+    return [("run", sig.kwargs["phase_key"])] + (["advance"] if sig.kwargs.get("advance") else [])
+
+
+def signatures(sig: Any) -> Any:
+    """Every task signature in a canvas signature, in order."""
+    inner = [*getattr(sig, "tasks", ()), *([sig.body] if type(sig).__name__ == "_chord" else [])]
+    if not inner:
+        yield sig
+    for t in inner:
+        yield from signatures(t)
 
 
 def test_signatures_are_chains_of_chords_by_registered_name() -> None:
@@ -189,3 +200,7 @@ def test_signatures_are_chains_of_chords_by_registered_name() -> None:
                    "body": [("run", "r2.summary"), ("run", "final"), "advance"]}]}]
     tasks = [s for s in sig.tasks]
     assert tasks[0].task == "conclave.run_phase" and tasks[0].options["shadow"] == "conclave.run_phase[opening]"
+    # the closing advance is the final run's own last step: no task of its own
+    runs = list(signatures(sig))
+    assert [s.task for s in runs] == ["conclave.run_phase"] * 8
+    assert [s.kwargs["phase_key"] for s in runs if s.kwargs.get("advance")] == ["final"]

@@ -44,6 +44,13 @@ MUTATIONS: tuple[Mutation, ...] = (
                f"{CLAIM}{SQLITE}"),
         why="the bus carries a shape of its own instead of the stored event"),
     mutation(
+        "chunk-joined-after-it-was-sent", "I23", "orchestrator/core/bus.py",
+        "            if last is not None and last.batch == bus._batch:\n",
+        "            if last is not None:\n",
+        tests=("tests/integration/test_bus.py::"
+               "test_a_phases_text_arrives_whole_in_order_as_chunks_numbered_from_zero",),
+        why="text joins a chunk the sender already wrote: watchers never see it"),
+    mutation(
         "outbox-record-without-its-id", "I23", "storage/outbox.py",
         "        self._session.flush()\n",
         "",
