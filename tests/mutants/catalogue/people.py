@@ -90,6 +90,24 @@ MUTATIONS: tuple[Mutation, ...] = (
               "update(Phase).where(Phase.id == seat.id, Phase.status == PhaseStatus.AWAITING_INPUT)")),
         tests=(f"{SEATS}::test_at_the_deadline_a_tolerant_meeting_notes_the_absence_once",),
         why="a sweep ends a seat before its deadline"),
+    mutation(
+        "absent-seat-blocks-a-team", "I68", "orchestrator/plan/dag.py",
+        "        if dep.status == PhaseStatus.COMPLETED or absent(dep):",
+        "        if dep.status == PhaseStatus.COMPLETED:",
+        tests=(f"{SEATS}::test_a_team_tolerates_a_person_who_did_not_answer_and_tells_what_follows",),
+        why="under missing_expert: tolerate a team's phases after an unanswered seat never become ready"),
+    mutation(
+        "claim-refuses-past-an-absent-seat", "I68", "storage/sql/base.py",
+        "usable = or_(dep.c.status == PhaseStatus.COMPLETED, absent, and_(",
+        "usable = or_(dep.c.status == PhaseStatus.COMPLETED, and_(",
+        tests=(f"{RACES}::test_a_tolerant_team_claims_past_an_absent_seat_on_postgres",),
+        why="the coordinator sends the synthesis after an absent seat but the claim refuses it: the plan stalls"),
+    mutation(
+        "fatal-absence-tolerated", "I68", "orchestrator/plan/dag.py",
+        '            and phase.meta.get("missing_expert") == "tolerate")',
+        "            )",
+        tests=(f"{SEATS}::test_a_team_whose_rule_is_fatal_fails_naming_the_seat_and_the_rule",),
+        why="a plan whose rule is fatal goes on without the person"),
 
     # I69 — approval: the draft waits; approve and cancel exclude each other
     mutation(
