@@ -199,6 +199,10 @@ def people_lines(view: PlanView) -> list[str]:
         sent = a.get("sent_back")
         if sent:
             lines.append(f"sent back by {(sent.get('by') or {}).get('name') or 'the operator'}: {sent.get('note')}")
+        failed = a.get("revision_failed")
+        if failed:
+            lines.append(f"the revision {failed.get('phase')} failed ({failed.get('error_code')}: "
+                         f"{failed.get('error')}): the first draft {a['phase']} is the answer again")
         if a["state"] == "awaiting":
             lines.append(f"approval: the draft {a['phase']} waits since {a['since']}: conclave approve {view.id}"
                          + ("" if sent else f", or conclave send-back {view.id} NOTE (once)"))

@@ -213,7 +213,9 @@ def with_people(phase: PhaseRecord, request: ChatRequest, notes: Sequence[Mappin
                                            for n in notes)]))
     if not parts:
         return request
-    hints = {**request.hints, "notes": [n.get("note") for n in notes]} if notes else request.hints
+    hints = {**request.hints, "notes": [n.get("note") for n in notes]} if notes else dict(request.hints)
+    if phase.meta.get("revision_of"):
+        hints["revision_of"] = phase.meta["revision_of"]
     return replace(request, prompt="\n\n".join([request.prompt, *parts]), hints=hints)
 
 

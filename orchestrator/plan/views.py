@@ -173,7 +173,9 @@ def approval_of(state: PlanState) -> dict[str, Any] | None:
     status = state.plan.status
     what = {PlanStatus.AWAITING_APPROVAL: "awaiting", PlanStatus.COMPLETED: "approved",
             PlanStatus.RUNNING: "drafting"}.get(status, str(status))
-    return {"state": what, "phase": current.key if current else None, "revision": 1 if revised else 0,
+    return {"state": what, "phase": current.key if current else None,
+            "revision": 1 if current is not None and current.meta.get("revision_of") else 0,
+            "revision_failed": current.meta.get("revision_failed") if current is not None else None,
             "since": state.plan.updated_at.isoformat() if status == PlanStatus.AWAITING_APPROVAL else None,
             "sent_back": None if revised is None else {"phase": revised.meta.get("revision_of"),
                                                        "note": revised.meta.get("note"),

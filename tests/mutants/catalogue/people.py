@@ -140,6 +140,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "if plan.status != PlanStatus.AWAITING_APPROVAL or plan.cancel_requested:",
         tests=(f"{APPROVAL}::test_a_draft_is_sent_back_once_with_a_note_then_the_revision_is_approved",),
         why="a draft is sent back again and again"),
+    mutation(
+        "failed-revision-fails-the-plan", "I70", "orchestrator/control/coordinator.py",
+        "            state = self.people.fall_back(state)\n",
+        "            pass\n",
+        tests=(f"{APPROVAL}::test_a_revision_that_fails_falls_back_to_the_first_draft_which_waits_again",),
+        why="a revision whose model failed fails the whole plan: the first draft, already paid for, is lost"),
 
     # I71 — a note reaches the phases that start after it
     mutation(

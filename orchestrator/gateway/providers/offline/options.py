@@ -46,7 +46,7 @@ MIN_CHUNK_CHARS, MAX_CHUNK_CHARS = 4, 10_000
 MAX_NAMES = 50  # experts named by hang / fail / stances
 
 #: The options that switch a fault on when set (first_chunk_delay: when above the demo value).
-FAULT_SWITCHES = ("hang", "hang_seconds", "fail", "break_after_chars", "malformed_divergence",
+FAULT_SWITCHES = ("hang", "hang_seconds", "fail", "fail_revision", "break_after_chars", "malformed_divergence",
                   "malformed_verdict", "contradict_decision", "first_chunk_delay")
 MALFORMED_VERDICT = ("once", "always")  # or False
 MAX_SOLVER_SEED = 2**31  # exclusive
@@ -94,6 +94,7 @@ class OfflineOptions(BaseModel):
     hang: bool | tuple[str, ...] = False  # True: everyone; else the slugs of the experts who hang
     hang_seconds: float = Field(MAX_FAULT_SECONDS, gt=0, le=MAX_FAULT_SECONDS)
     fail: bool | tuple[str, ...] = False
+    fail_revision: bool = False  # a draft's revision (after a send-back) fails, every other call answers
     break_after_chars: int | None = Field(None, ge=0, le=1_000_000)
     malformed_divergence: bool = False
     malformed_verdict: bool | str = False  # False, "once" or "always" (see _malformed)
@@ -132,7 +133,8 @@ class OfflineOptions(BaseModel):
 
     def fault_switches(self) -> list[str]:
         """The fault switches these options turn on, by option name."""
-        on = [name for name in ("hang", "fail", "malformed_divergence", "malformed_verdict", "contradict_decision")
+        on = [name for name in ("hang", "fail", "fail_revision", "malformed_divergence", "malformed_verdict",
+                                "contradict_decision")
               if getattr(self, name)]
         if "hang_seconds" in self.model_fields_set:
             on.append("hang_seconds")
