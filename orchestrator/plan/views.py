@@ -55,6 +55,9 @@ class PhaseView:
     asked: str | None = None  # a seat asked: what the person answers (the prompt a model would be given)
     #: in a what-if fork: the plan this phase was copied from (completed there; no attempt, no cost here)
     reused_from: str | None = None
+    #: a moderator's phase that failed on every model, written by code instead: {code, message}
+    #: (orchestrator.plan.stand_in)
+    stand_in: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,8 @@ def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
                           asked_at=ph.started_at.isoformat() if ph.human and ph.started_at else None,
                           due_at=ph.due_at.isoformat() if ph.due_at and ph.status == PhaseStatus.AWAITING_INPUT
                           else None, answered_by=(ph.meta.get("answer") or {}).get("by"),
-                          asked=(ph.meta.get("ask") or {}).get("prompt"), reused_from=ph.reused_from)
+                          asked=(ph.meta.get("ask") or {}).get("prompt"), reused_from=ph.reused_from,
+                          stand_in=(ph.verdict or {}).get("stand_in"))
                 for ph in state.phases],
         decision=decision_of(state), early_stop=early_stop_of(state), warnings=panel_warnings(p.spec),
         budget=budget_view(p.spec.get("budget"), sum(r.input_tokens + r.output_tokens for r in usage_rows),
@@ -208,8 +212,8 @@ def decision_of(state: PlanState) -> dict[str, Any] | None:
         "failed": chair.verdict.get("chair_failed")}  # {code, message}: no model wrote it, the record stands in
     if tallied is not None:
         return {**tallied, "chair": said}
-    if chair is None or chair.verdict is None:
-        return None
+    if chair is None or chair.verdict is None or "answer" not in chair.verdict:  # a stand-in for a plan
+        return None                                                                # that declares no answer
     return {"protocol": "chair", "answer": chair.verdict.get("answer"), "key": chair.verdict.get("answer"),
             "votes": [], "chair": said}
 

@@ -125,6 +125,10 @@ def overview(snap: PlanSnapshot) -> Markup:
 def verdict_line(phase: PhaseView) -> Markup:
     """An expert's verdict on its card (the decision's card shows the winner)."""
     v = phase.verdict
+    if phase.stand_in:
+        return Markup('<p class="warning stand-in" data-role="stand-in">Written by code, not by a model: every '
+                      'model failed (<code>{}</code>); these are the experts\' own words, gathered.</p>').format(
+            phase.stand_in.get("code"))
     if not v:
         return Markup("")
     if phase.kind == "decision":

@@ -174,7 +174,8 @@ class OfflineProvider:
     def _faults(self, opts: OfflineOptions, speaker: str | None, input_tokens: int,
                 handle: OfflineStream | None, request: ChatRequest) -> None:
         who = speaker or "this call"
-        if opts.fails(speaker) or (opts.fail_revision and request.hints.get("revision_of")):
+        if (opts.fails(speaker) or (opts.fail_revision and request.hints.get("revision_of"))
+                or request.hints.get("kind") in opts.fail_kinds):
             raise ProviderUnavailable(
                 f"offline provider: simulated failure for {who}", usage=_usage(input_tokens, 0)
             )
