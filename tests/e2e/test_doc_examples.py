@@ -1,7 +1,7 @@
 """The documented commands and requests, run verbatim, so the docs cannot drift from the code.
 
 The README's cluster section and its program, every shell and Python block of ``docs/*.md``, and
-those of the examples' READMEs (``examples/**/*.md``, embedded, as they say), are extracted
+those of the examples' READMEs (``examples/**/README.md``, embedded, as they say), are extracted
 from the Markdown (:mod:`tests.doc_blocks`) and run in order, one bash session per document,
 as a reader types them (:mod:`tests.doc_session`): the README's against an empty Postgres
 database and a Redis database of the test's own (the section creates, migrates and starts
@@ -34,7 +34,8 @@ from tests.e2e.test_api import ApiServer
 REGISTRY = ROOT / "examples" / "models.yaml"
 BIN = Path(sys.executable).parent  # the venv `make install` built: conclave, python
 DOCS = sorted(p for p in (ROOT / "docs").glob("*.md") if any(b.runnable for b in blocks(p)))
-EXAMPLES = sorted(p for p in (ROOT / "examples").rglob("*.md") if any(b.runnable for b in blocks(p)))
+# the examples' READMEs (a briefing pack's documents are material for the experts, not docs)
+EXAMPLES = sorted(p for p in (ROOT / "examples").rglob("README.md") if any(b.runnable for b in blocks(p)))
 DB_DEFAULT, REDIS_DEFAULT, API_DEFAULT = "conclave", "redis://127.0.0.1:6379/0", "http://127.0.0.1:8000"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -211,7 +212,7 @@ CHECKS = {"api.md": _check_api, "briefing.md": _check_briefing}
 
 def test_every_marker_names_a_reason_and_a_runnable_block() -> None:
     """A marker with no reason, or on a block that would not run anyway, is a mistake."""
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "examples").rglob("*.md"))]:
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *EXAMPLES]:
         for b in blocks(path):
             if b.not_run is not None:
                 assert b.not_run and b.runnable, f"{b.where}: not-run marker on a {b.lang or 'plain'} block"
