@@ -51,3 +51,21 @@ def test_a_phase_answered_by_a_fallback_model_names_it_everywhere(testing_planes
     printed = console.export_text()
     assert "(answered by offline:default after offline:broken failed)" in printed
     assert printed.count("answered by") == 1  # only the phase that fell back says so
+
+
+def test_status_names_the_fallback_that_answered(testing_planes: Planes) -> None:
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    planes = testing_planes
+    doc: dict[str, Any] = team(models={"default": offline(), "broken": offline(fail=True)})
+    doc["experts"][0] |= {"model": "broken", "fallback_models": ["default"]}
+    plan_id = planes.coordinator.submit(doc).plan_id
+    planes.run_all()
+    shown = CliRunner(env={"CONCLAVE_DATABASE_URL": planes.settings.database_url, "COLUMNS": "200"}).invoke(
+        cli, ["status", plan_id])
+    assert shown.exit_code == 0, shown.output
+    [ada] = [line for line in shown.output.splitlines() if " ada " in line]
+    assert ada.endswith("answered by offline:default (fallback: offline:broken failed)")
+    assert sum("answered by" in line for line in shown.output.splitlines()) == 1

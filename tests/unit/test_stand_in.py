@@ -46,6 +46,14 @@ def test_a_failed_round_summary_is_written_by_code_and_the_meeting_goes_on(testi
     assert card.stand_in is not None and card.stand_in["code"] == "llm.unavailable"
     assert "Written by code, not by a model" in str(verdict_line(card))
     assert seen.decision is None  # a plan that declares no answer has no decision, stand-in or not
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    shown = CliRunner(env={"CONCLAVE_DATABASE_URL": planes.settings.database_url, "COLUMNS": "200"}).invoke(
+        cli, ["status", plan_id])
+    [line] = [ln for ln in shown.output.splitlines() if " r1.summary " in ln]
+    assert line.endswith("written by code: every model failed (llm.unavailable)") and "verdict" not in line
 
 
 def test_a_failed_last_word_without_a_tally_completes_with_the_experts_words(testing_planes: Planes) -> None:
