@@ -12,6 +12,10 @@ completes with its content like any phase, and the plan, instead of completing, 
   (``→ running``); once the revision is written it waits for approval again;
 - a cancel (:func:`storage.plans.request_cancel`): ``→ cancelled``.
 
+A revision that fails (its model failed on every try) does not lose the plan: :func:`fall_back`
+makes the first draft the plan's answer again, with the failure recorded on it, and the plan
+waits for approval of that draft (the one send-back is spent).
+
 Every one locks the plan row first and checks the status it found, so an approval racing a
 cancel is decided by who locks first: the other finds the plan final and is refused.
 """
@@ -37,7 +41,7 @@ from storage.status import PhaseStatus, PlanStatus
 
 REVISION_OF = "revision_of"  # the meta key of a revision phase: the key of the draft it rewrites
 
-__all__ = ["REVISION_OF", "Decided", "approve", "hold", "send_back"]
+__all__ = ["REVISION_OF", "Decided", "approve", "fall_back", "hold", "send_back"]
 
 
 def hold(db: Database, plan_id: str, event: NewEvent, *, now: datetime | None = None) -> EventRecord | None:
@@ -121,3 +125,29 @@ def send_back(db: Database, plan_id: str, *, draft: str, revision: NewPhase, not
         outbox = Outbox(s, plan_id)
         outbox.append(event_shapes.sent_back(phase=draft, revision=revision.key, note=note, actor=actor))
         return Decided(True, PlanStatus.RUNNING, revised=revision.key, events=outbox.records())
+
+
+def fall_back(db: Database, plan_id: str, *, revision: str, now: datetime | None = None) -> bool:
+    """The revision ``revision`` failed: the draft it rewrote is the plan's terminal phase again
+    (``meta.revision_failed``: the revision's key, error code and message), the revision no
+    longer (``meta.fell_back``). Under the plan's row lock, once: only for a running,
+    uncancelled plan whose revision failed and whose draft is written. Returns whether it moved
+    it (the coordinator then holds the plan for approval of the draft)."""
+    now = now or utcnow()
+    with db.transaction() as s:
+        plan = s.get(Plan, plan_id, with_for_update=PLAN_LOCK)
+        if plan is None or plan.status != PlanStatus.RUNNING or plan.cancel_requested:
+            return False
+        rewrite = s.scalar(select(Phase).where(Phase.plan_id == plan_id, Phase.key == revision))
+        if rewrite is None or rewrite.status != PhaseStatus.FAILED or not (rewrite.meta or {}).get("terminal"):
+            return False
+        draft = s.scalar(select(Phase).where(Phase.plan_id == plan_id,
+                                             Phase.key == (rewrite.meta or {}).get(REVISION_OF)))
+        if draft is None or draft.status != PhaseStatus.COMPLETED:
+            return False
+        rewrite.meta = {**(rewrite.meta or {}), "terminal": False, "fell_back": True}
+        draft.meta = {**(draft.meta or {}), "terminal": True,
+                      "revision_failed": {"phase": rewrite.key, "error_code": rewrite.error_code,
+                                          "error": rewrite.error_message}}
+        plan.updated_at = now
+        return True

@@ -158,12 +158,14 @@ def input_received(phase: _Phase, *, attempt: int, actor: dict[str, Any] | None,
     return NewEvent("input_received", {**_about(phase, attempt), "actor": actor, "chars": chars}, phase.key)
 
 
-def awaiting_approval(*, phase: str, revision: int, chars: int, summary: str) -> NewEvent:
+def awaiting_approval(*, phase: str, revision: int, chars: int, summary: str,
+                      revision_failed: dict[str, Any] | None = None) -> NewEvent:
     """The plan's answer (``phase``: the synthesis or the board's final) is written as a draft and
     waits for a person to approve it or send it back; ``revision`` 0 for the first draft, 1 for the
-    one written after a send-back."""
-    return NewEvent("awaiting_approval", {"phase": phase, "revision": revision, "chars": chars,
-                                          "summary": summary})
+    one written after a send-back. ``revision_failed`` (phase, error_code, error; else None): the
+    revision failed, and the first draft waits for approval again."""
+    return NewEvent("awaiting_approval", {"phase": phase, "revision": revision, "chars": chars, "summary": summary,
+                                          "revision_failed": dict(revision_failed) if revision_failed else None})
 
 
 def approved(*, phase: str, revision: int, actor: dict[str, Any] | None) -> NewEvent:

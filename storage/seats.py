@@ -37,9 +37,7 @@ from storage.models import Content, Phase, Plan, utcnow
 from storage.plans import PLAN_LOCK
 from storage.read_models import EventRecord
 from storage.sql.base import text_sha256
-from storage.status import PhaseStatus, PlanStatus
-
-TIMED_OUT = "input.timed_out"  # the error code of a seat that nobody answered in time
+from storage.status import TIMED_OUT, PhaseStatus, PlanStatus
 
 __all__ = ["TIMED_OUT", "Answer", "Ask", "Expired", "answer", "ask", "due_plans", "expire"]
 

@@ -64,6 +64,8 @@ PHASE_FINAL: frozenset[PhaseStatus] = frozenset(
     {PhaseStatus.COMPLETED, PhaseStatus.FAILED, PhaseStatus.CANCELLED, PhaseStatus.SKIPPED})
 PLAN_FINAL: frozenset[PlanStatus] = frozenset(
     {PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED, PlanStatus.BUDGET_EXHAUSTED})
+#: the error code of a person's seat that nobody answered by its deadline (:mod:`storage.seats`)
+TIMED_OUT = "input.timed_out"
 # A phase that ended without a result: its dependents cannot use it.
 GIVEN_UP: frozenset[PhaseStatus] = frozenset({PhaseStatus.FAILED, PhaseStatus.SKIPPED, PhaseStatus.CANCELLED})
 

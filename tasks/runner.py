@@ -31,7 +31,7 @@ from orchestrator.gateway.failures import BudgetExhausted, LLMError, Unpriced
 from orchestrator.gateway.model_gateway import Gateway
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, Provider, Usage
 from orchestrator.metrics import MeasureCalls, recorder
-from orchestrator.plan import tally
+from orchestrator.plan import stand_in, tally
 from orchestrator.plan.dag import BUDGET_EXHAUSTED
 from orchestrator.plan.debates import MalformedVerdict, debate_insertion, parse_verdict
 from orchestrator.plan.divergence import lexical_verdict
@@ -131,10 +131,13 @@ class PhaseRunner:
             if lease.shutting_down:
                 return self.release(work, exc)
             decision = None if lease.should_stop() else tally.chair_fallback(work.plan, work.phase, work.inputs)
-            if decision is None:
+            if decision is not None:
+                answered = self.without_chair(work, decision, exc)  # the tally already paid for stands
+            elif not lease.should_stop() and stand_in.applies(work.phase, exc.code, work.inputs):
+                answered = self.without_chair(work, None, exc)  # the experts' words, gathered by code
+            else:
                 # the message is public by construction (orchestrator.gateway.failures): no upstream text in it
                 return self.fail(work, exc.code, exc.message)
-            answered = self.without_chair(work, decision, exc)  # the tally already paid for stands
         except ServiceUnavailable:
             raise
         except Exception as exc:  # a bug must fail the phase, not strand the plan
@@ -192,15 +195,22 @@ class PhaseRunner:
             return Answered(replace(completion, text=said), repaired=True)
         return Answered(again)
 
-    def without_chair(self, work: PhaseWork, decision: PhaseRecord, exc: LLMError) -> Answered:
-        """The chair's last phase failed on every model after the panel's decision was tallied:
-        it completes with the decision record read aloud as its text, marked so in its verdict
-        (``chair_failed``), instead of failing the plan after every expert was paid."""
-        text = (f"{work.texts.get(decision.id, '').rstrip()}\n\n(The chair could not write the synthesis: "
-                f"{exc.code}. This is the panel's decision as tallied.)")
-        verdict = {**tally.stated_by_tally(decision), "chair_failed": {"code": exc.code, "message": exc.message}}
-        log.warning("the chair failed (%s): the decision record is the result", exc.code,
-                    extra={"action": "phase.chair_failed"})
+    def without_chair(self, work: PhaseWork, decision: PhaseRecord | None, exc: LLMError) -> Answered:
+        """A moderator's phase failed on every model (:mod:`orchestrator.plan.stand_in`): it
+        completes with a summary written by code from the experts' stored words — after the
+        decision record read aloud, when the panel's decision was tallied — flagged in its
+        verdict (``stand_in``, and ``chair_failed`` for the last word), instead of failing the
+        plan after every expert was paid."""
+        if decision is not None:
+            record = (f"{work.texts.get(decision.id, '').rstrip()}\n\n(The chair could not write the synthesis: "
+                      f"{exc.code}. This is the panel's decision as tallied.)")
+            text = f"{record}\n\n{stand_in.text(work.plan, work.phase, work.inputs, work.texts, exc.code)}"
+        else:
+            text = stand_in.text(work.plan, work.phase, work.inputs, work.texts, exc.code)
+        stated = tally.stated_by_tally(decision) if decision is not None else None
+        verdict = stand_in.verdict(work.plan, work.phase, exc.code, exc.message, stated)
+        log.warning("%s failed on every model (%s): code wrote a stand-in", work.key, exc.code,
+                    extra={"action": "phase.chair_failed" if "chair_failed" in verdict else "phase.stood_in"})
         return Answered(Completion(text=text, usage=Usage(0, 0, "estimated", "tally")), decided=verdict,
                         record_decision=False)
 

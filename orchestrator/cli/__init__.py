@@ -11,6 +11,8 @@ One command family per module:
     token_commands.py  tokens create / list / revoke
     webhook_commands.py  webhooks create / list / delete / rotate / deliveries
     common.py          settings, errors and exit codes, the client, --url/--token/--tenant, the banner
+    group.py           the command group (loaded by main(), so a Ctrl-C while it loads is handled)
+    interrupted.py     a Ctrl-C before anything is followed: one line, exit 130
 
 Exit codes: 0 completed, 1 failed (or any other error), 2 invalid input (the message names
 the field), 130 cancelled or interrupted. No command prints a traceback for a user error.
@@ -24,42 +26,26 @@ they act as the operator, or for the tenant of ``--tenant`` / ``CONCLAVE_TENANT`
 
 from __future__ import annotations
 
-import click
+from typing import Any
 
-from orchestrator.cli import common, info, running
-from orchestrator.cli import fleet_commands as fleet
-from orchestrator.cli import fork_commands as forks
-from orchestrator.cli import people_commands as people
-from orchestrator.cli import plan_commands as plans
-from orchestrator.cli import token_commands as tokens
-from orchestrator.cli import webhook_commands as hooks
-from orchestrator.core.version import __version__
-from orchestrator.logs import configure
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "-V", "--version", prog_name="conclave")
-def cli() -> None:
-    """Durable multi-expert LLM plans on a Celery worker fleet."""
-
-
-for command in (running.run, plans.submit, plans.list_plans, plans.status, running.watch, plans.result,
-                running.resume, plans.cancel, people.answer, people.approve, people.send_back, people.steer,
-                forks.fork, forks.diff, info.info, fleet.worker, fleet.beat, fleet.api, fleet.flower,
-                fleet.health, fleet.db, tokens.tokens, hooks.webhooks):
-    cli.add_command(command)
-
-
-def _eval_commands() -> click.Group:
-    """``conclave eval``: its commands live with the evaluation (the glue is this package's)."""
-    from orchestrator.evaluation.commands import CliGlue, eval_group
-
-    return eval_group(CliGlue(settings=common.settings, client=common.client, errors=common.errors,
-                              remote=common.remote, configure=configure))
-
-
-cli.add_command(_eval_commands())
+from orchestrator.cli.interrupted import interrupted_at_start
 
 
 def main() -> None:
+    """``conclave``. The commands are imported here, not when this package is: a Ctrl-C while
+    Python loads them (a second or so of a cold start) ends with one line and exit 130, never a
+    traceback — like a Ctrl-C in any command before it follows a plan."""
+    try:
+        from orchestrator.cli.group import cli
+    except KeyboardInterrupt:
+        interrupted_at_start()
     cli()
+
+
+def __getattr__(name: str) -> Any:
+    """``orchestrator.cli.cli``: the command group, loaded on first use."""
+    if name == "cli":
+        from orchestrator.cli.group import cli
+
+        return cli
+    raise AttributeError(name)

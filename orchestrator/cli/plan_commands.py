@@ -164,12 +164,16 @@ def status(plan_id: str, as_json: bool, url: str | None, token: str | None, tena
                            "phase(s) reused from it at no cost (their usage is the source's)"), highlight=False,
                     soft_wrap=True)
         for p in view.phases:
-            said = "" if not p.verdict or p.kind == "decision" else (
+            said = "" if not p.verdict or p.kind == "decision" or "answer" not in p.verdict else (
                 f"  verdict: {p.verdict.get('answer')} ({p.verdict.get('confidence', 0):.2f})"
                 if p.verdict.get("answer") is not None else "  verdict: abstained")
             run = f"reused from {p.reused_from}" if p.reused_from else f"attempt {p.attempt}"
+            if p.fell_back_from:  # the model that wrote it was a fallback: say which, and what failed first
+                said += f"  answered by {p.model} (fallback: {', '.join(p.fell_back_from)} failed)"
+            if p.stand_in:
+                said += f"  written by code: every model failed ({p.stand_in.get('code')})"
             c.print(f"  {p.status:<10} {p.key:<28} {p.expert or '':<12} {run}"
-                    + (f"  {p.error_code}" if p.error_code else "") + said, highlight=False, soft_wrap=True)
+                    + (f"  {p.error_code}" if p.error_code else "") + escape(said), highlight=False, soft_wrap=True)
         from orchestrator.client.console import decision_lines, early_stop_line
 
         stopped = early_stop_line(view)
@@ -189,6 +193,10 @@ def people_lines(view: PlanView) -> list[str]:
         sent = a.get("sent_back")
         if sent:
             lines.append(f"sent back by {(sent.get('by') or {}).get('name') or 'the operator'}: {sent.get('note')}")
+        failed = a.get("revision_failed")
+        if failed:
+            lines.append(f"the revision {failed.get('phase')} failed ({failed.get('error_code')}: "
+                         f"{failed.get('error')}): the first draft {a['phase']} is the answer again")
         if a["state"] == "awaiting":
             lines.append(f"approval: the draft {a['phase']} waits since {a['since']}: conclave approve {view.id}"
                          + ("" if sent else f", or conclave send-back {view.id} NOTE (once)"))

@@ -229,6 +229,8 @@ class Coordinator:
             return keys
 
     def _finish_if_done(self, state: PlanState) -> bool:
+        if dag.outcome(state.plan, state.phases) is not None:  # a failed revision falls back to its draft
+            state = self.people.fall_back(state)
         result = dag.outcome(state.plan, state.phases)
         if result is None:
             return False

@@ -204,11 +204,25 @@ class People:
             return
         text = contents.read_text(self.db, state.plan.id, written.key) or ""
         event = event_shapes.awaiting_approval(phase=written.key, revision=1 if written.meta.get("revision_of") else 0,
-                                               chars=len(text), summary=written.summary or "")
+                                               chars=len(text), summary=written.summary or "",
+                                               revision_failed=written.meta.get("revision_failed"))
         stored = approval.hold(self.db, state.plan.id, event)
         if stored is not None:
             log.info("the draft %s awaits approval", written.key, extra={"action": "plan.awaiting_approval"})
             publish_events(self.bus, state.plan.id, [stored])
+
+    def fall_back(self, state: PlanState) -> PlanState:
+        """A sent-back draft's revision failed: the first draft is the answer again (the failure
+        recorded on it), so the plan waits for its approval instead of failing. ``state``
+        unchanged when there is nothing to fall back from; else the state as stored now."""
+        failed = human.failed_revision(state.phases)
+        if failed is None or state.plan.cancel_requested:
+            return state
+        if not approval.fall_back(self.db, state.plan.id, revision=failed.key):
+            return state
+        log.warning("the revision %s failed (%s): the first draft %s waits for approval again", failed.key,
+                    failed.error_code, failed.meta.get("revision_of"), extra={"action": "plan.revision_failed"})
+        return plans.load_state(self.db, state.plan.id)
 
     @translate_storage
     def expire(self, *, now: datetime | None = None) -> dict[str, list[str]]:

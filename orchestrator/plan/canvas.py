@@ -33,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.plan import dag
 from orchestrator.plan.seriesparallel import Leaf, Node, Open, Parallel, Series, decompose, is_open
 from storage.read_models import PhaseRecord
 from storage.status import PhaseStatus
@@ -113,7 +114,7 @@ def region(phases: Sequence[PhaseRecord], heads: Sequence[PhaseRecord], resent: 
             known = [d for d in deps if d is not None]
             if any(d.key in inside and (d.kind == "divergence" or d.key in asks) for d in known):
                 continue  # the check may insert debates p must wait for; a seat's turn is asked there
-            if not all(d.key in inside or d.status == PhaseStatus.COMPLETED
+            if not all(d.key in inside or d.status == PhaseStatus.COMPLETED or dag.absent(d)
                        or (d.final and p.meta.get("tolerate_failed_deps")) for d in known):
                 continue
             if not any(d.key in inside for d in known):

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from storage.read_models import PhaseRecord, PlanRecord
-from storage.status import GIVEN_UP, PhaseStatus, PlanStatus
+from storage.status import GIVEN_UP, TIMED_OUT, PhaseStatus, PlanStatus
 
 BUDGET_EXHAUSTED = "llm.budget_exhausted"
 EARLIEST = datetime.min.replace(tzinfo=UTC)
@@ -22,14 +22,21 @@ def _tolerant(phase: PhaseRecord) -> bool:
     return bool(phase.meta.get("tolerate_failed_deps"))
 
 
+def absent(phase: PhaseRecord) -> bool:
+    """A person's seat that ended unanswered at its deadline in a plan whose ``missing_expert``
+    rule is ``tolerate``: what depends on it goes on without it (and is told who was absent)."""
+    return (phase.status == PhaseStatus.FAILED and phase.error_code == TIMED_OUT
+            and phase.meta.get("missing_expert") == "tolerate")
+
+
 def inputs_done(phase: PhaseRecord, by_key: dict[str, PhaseRecord]) -> bool:
-    """Every dependency completed — or, for a phase that tolerates missing inputs
-    (a board's round summary), every dependency final."""
+    """Every dependency completed or :func:`absent` — or, for a phase that tolerates missing
+    inputs (a board's round summary), every dependency final."""
     for key in phase.depends_on:
         dep = by_key.get(key)
         if dep is None:
             return False
-        if dep.status == PhaseStatus.COMPLETED:
+        if dep.status == PhaseStatus.COMPLETED or absent(dep):
             continue
         if _tolerant(phase) and dep.status in GIVEN_UP:
             continue
@@ -38,10 +45,12 @@ def inputs_done(phase: PhaseRecord, by_key: dict[str, PhaseRecord]) -> bool:
 
 
 def blocked(phase: PhaseRecord, by_key: dict[str, PhaseRecord]) -> bool:
-    """A dependency ended without a result and the phase cannot do without it."""
+    """A dependency ended without a result and the phase cannot do without it (a person absent
+    under ``missing_expert: tolerate`` it can)."""
     if _tolerant(phase):
         return False
-    return any((d := by_key.get(k)) is not None and d.status in GIVEN_UP for k in phase.depends_on)
+    return any((d := by_key.get(k)) is not None and d.status in GIVEN_UP and not absent(d)
+               for k in phase.depends_on)
 
 
 def ready(phases: Sequence[PhaseRecord]) -> list[PhaseRecord]:
@@ -108,8 +117,10 @@ def outcome(plan: PlanRecord, phases: Sequence[PhaseRecord]) -> tuple[PlanStatus
             return PlanStatus.AWAITING_APPROVAL, None, None
         return PlanStatus.COMPLETED, None, None
     failed = [p for p in phases if p.status == PhaseStatus.FAILED]
-    first = failed[0] if failed else None
+    first = next((p for p in failed if not absent(p)), failed[0] if failed else None)
     message = f"phase {first.key} failed: {first.error_message}" if first else "the final phase did not run"
+    if first is not None and first.error_code == TIMED_OUT and not absent(first):
+        message += " (missing_expert: fatal — the plan ends when a person does not answer in time)"
     return PlanStatus.FAILED, (first.error_code if first else "plan.incomplete"), message
 
 

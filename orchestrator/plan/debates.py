@@ -61,7 +61,7 @@ def debate_insertion(plan: TeamPlan, check: PhaseRecord, verdict: Verdict,
     new = [
         NewPhase(key=f"{group}.{slugify(name)}", kind="debate", position=i,
                  depends_on=[check.key, *examined], expert=name, group_key=group,
-                 meta=seat(plan.expert(name), {"topic": verdict.topic or plan.question,
+                 meta=seat(plan, plan.expert(name), {"topic": verdict.topic or plan.question,
                                                "participants": participants,
                                                "opponents": [n for n in participants if n != name]}),
                  inputs=upstream)

@@ -27,12 +27,15 @@ from storage.read_models import NewPhase
 DECISION = "decision"  # the key of a tallied plan's decision phase
 
 
-def seat(expert: Expert, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+def seat(plan: BoardPlan | TeamPlan, expert: Expert, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """A phase's meta for ``expert``'s turn: a person's seat is marked ``human`` (with its
-    ``respond_within`` when the plan gives one), so no worker ever runs it."""
+    ``respond_within`` when the plan gives one), so no worker ever runs it, and carries the
+    plan's ``missing_expert`` rule — what its dependents do when it ends unanswered
+    (:func:`orchestrator.plan.dag.absent`)."""
     meta = dict(meta or {})
     if expert.human:
         meta["human"] = True
+        meta["missing_expert"] = plan.missing_expert
         if expert.respond_within is not None:
             meta["respond_within"] = expert.respond_within
     return meta
@@ -51,7 +54,7 @@ def expand_board(plan: BoardPlan) -> list[NewPhase]:
     prev = "opening"
     for r in range(1, plan.rounds + 1):
         turns = [NewPhase(key=f"r{r}.{e.slug}", kind="turn", position=len(phases) + i, depends_on=[prev],
-                          expert=e.name, round=r, group_key=f"r{r}", meta=seat(e))
+                          expert=e.name, round=r, group_key=f"r{r}", meta=seat(plan, e))
                  for i, e in enumerate(plan.experts)]
         phases += turns
         heard = [t.key for t in turns]
@@ -89,7 +92,7 @@ def review_phases(plan: BoardPlan, turns: list[str], *, start: int) -> list[NewP
         random.Random(seed).shuffle(others)
         out.append(NewPhase(key=f"review.{e.slug}", kind="review", position=start + i, depends_on=list(turns),
                             expert=e.name, round=1, group_key="review",
-                            meta=seat(e, {"shown": others, "labels": list(LABELS[:len(others)]),
+                            meta=seat(plan, e, {"shown": others, "labels": list(LABELS[:len(others)]),
                                           "anonymize": plan.review.anonymize, "tolerate_failed_deps": True})))
     return out
 
@@ -114,7 +117,7 @@ def expand_team(plan: TeamPlan) -> list[NewPhase]:
     for ph in plan.phases:
         phases.append(NewPhase(key=ph.id, kind="expert", position=len(phases),
                                depends_on=with_checks(deps[ph.id]), expert=ph.expert,
-                               meta=seat(plan.expert(ph.expert), {"prompt": ph.prompt})))
+                               meta=seat(plan, plan.expert(ph.expert), {"prompt": ph.prompt})))
     for check, group in checks.items():
         phases.append(NewPhase(key=check, kind="divergence", position=len(phases), depends_on=list(group),
                                expert=plan.synthesis.expert if plan.synthesis else None, meta={"examines": group}))

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from orchestrator.core.errors import InvalidPlan
+from orchestrator.plan.dag import BUDGET_EXHAUSTED
 from orchestrator.plan.durations import format_duration
 from orchestrator.plan.prompts import build_request, for_a_person
 from orchestrator.plan.schema import RESPOND_WITHIN_DEFAULT, BoardPlan, TeamPlan
@@ -66,6 +67,14 @@ def draft(phases: Sequence[PhaseRecord]) -> PhaseRecord | None:
     """The plan's answer as written so far: its (last) terminal phase."""
     terminal = [p for p in phases if p.meta.get("terminal")]
     return terminal[-1] if terminal else None
+
+
+def failed_revision(phases: Sequence[PhaseRecord]) -> PhaseRecord | None:
+    """The revision of a sent-back draft, if it failed for a reason other than the plan's
+    budget (a spent budget ends the plan as such): the plan falls back to the first draft
+    (:func:`storage.approval.fall_back`)."""
+    return next((p for p in phases if p.meta.get("terminal") and p.meta.get("revision_of")
+                 and p.status == PhaseStatus.FAILED and p.error_code != BUDGET_EXHAUSTED), None)
 
 
 def revision(of: PhaseRecord, note: str, actor: Mapping[str, Any] | None) -> NewPhase:

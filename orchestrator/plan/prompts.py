@@ -19,6 +19,7 @@ from orchestrator.briefing.retrieval import render
 from orchestrator.deliberation.answers import ChoiceAnswer, NumberAnswer
 from orchestrator.gateway.budget import estimate_tokens
 from orchestrator.gateway.types import ChatRequest, ContextBlock
+from orchestrator.plan import dag
 from orchestrator.plan.schema import BoardPlan, Expert, Skill, TeamPlan
 from storage import phases as stored_phases
 from storage.read_models import ChunkRecord, PhaseRecord
@@ -86,6 +87,10 @@ SYNTHESIS = (
     "Your inputs, by phase id: {sources}.{debates}\n"
     "Use the full text of every input above. Cite the phase each claim comes from with its id in "
     "square brackets, e.g. [{example}]. Where a debate took place, report its outcome."
+)
+TEAM_ABSENT = (
+    "Absent: {names} did not answer in time (a person's seat, ended at its deadline); the team goes on "
+    "without them — do not invent their view, and say that it is missing where it matters."
 )
 SYNTHESIS_DEBATE = " Debate {group} on {topic!r} between {participants}: say who moved and who held firm."
 VERDICT = (
@@ -164,6 +169,8 @@ def build_request(plan: BoardPlan | TeamPlan, phase: PhaseRecord, inputs: Sequen
                                   if p.id in texts and p.expert and p.kind in ("turn", "expert", "debate")))
     absent = [p.expert for p in inputs if p.kind == "turn" and p.status in GIVEN_UP
               and p.round == phase.round and p.expert]
+    if isinstance(plan, TeamPlan):  # a person absent upstream under missing_expert: tolerate
+        absent = list(dict.fromkeys(p.expert for p in inputs if dag.absent(p) and p.expert))
     hints: dict[str, Any] = {
         "kind": phase.kind, "topic": plan.question, "speakers": speakers, "absent": absent,
         "experts": [{"name": e.name, "role": e.role} for e in plan.experts],
@@ -173,8 +180,8 @@ def build_request(plan: BoardPlan | TeamPlan, phase: PhaseRecord, inputs: Sequen
     if expert and not chairing:  # the chair is hinted as "moderator", never as a panel member
         hints |= {"expert": expert.name, "role": expert.role}
     stopped = frozenset(p.key for p in inputs if p.error_code == stored_phases.EARLY_STOP)  # held by nobody
-    request = _board(plan, phase, blocks, hints, stopped) if isinstance(plan, BoardPlan) else _team(
-        plan, phase, blocks, hints, texts, inputs)
+    request = _board(plan, phase, blocks, hints, stopped) if isinstance(plan, BoardPlan) else _absence(_team(
+        plan, phase, blocks, hints, texts, inputs))
     return with_verdict(plan, phase, inputs, with_people(phase, request, notes))
 
 
@@ -206,7 +213,9 @@ def with_people(phase: PhaseRecord, request: ChatRequest, notes: Sequence[Mappin
                                            for n in notes)]))
     if not parts:
         return request
-    hints = {**request.hints, "notes": [n.get("note") for n in notes]} if notes else request.hints
+    hints = {**request.hints, "notes": [n.get("note") for n in notes]} if notes else dict(request.hints)
+    if phase.meta.get("revision_of"):
+        hints["revision_of"] = phase.meta["revision_of"]
     return replace(request, prompt="\n\n".join([request.prompt, *parts]), hints=hints)
 
 
@@ -353,6 +362,15 @@ def _team(plan: TeamPlan, phase: PhaseRecord, blocks: tuple[ContextBlock, ...], 
                        SYNTHESIS.format(question=plan.question, task=phase.meta.get("prompt", ""),
                                         sources=sources, debates=debates, example=example),
                        blocks, hints=hints)
+
+
+def _absence(request: ChatRequest) -> ChatRequest:
+    """A team phase's request, told which people upstream did not answer in time (unchanged
+    when nobody is absent)."""
+    absent = request.hints.get("absent")
+    if not absent:
+        return request
+    return replace(request, prompt=f"{request.prompt}\n\n{TEAM_ABSENT.format(names=', '.join(absent))}")
 
 
 def with_briefing(request: ChatRequest, passages: Sequence[ChunkRecord]) -> ChatRequest:

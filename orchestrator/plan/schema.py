@@ -179,6 +179,9 @@ class _PlanBase(_Strict):
     briefing: list[BriefingDocument] = Field(default_factory=list, max_length=10_000)
     answer: AnswerSpec | None = None
     decide: Protocol = "chair"
+    #: a person's seat that ends unanswered at its deadline: ``tolerate`` — what follows goes on
+    #: without it and is told who was absent; ``fatal`` — the plan fails naming the seat
+    missing_expert: Literal["tolerate", "fatal"] = "tolerate"
 
     @field_validator("models")
     @classmethod
@@ -270,7 +273,6 @@ class BoardPlan(_PlanBase):
     kind: Literal["board"]
     moderator: Expert
     rounds: int = Field(2, ge=1, le=10)
-    missing_expert: Literal["tolerate", "fatal"] = "tolerate"
     stop_when: StopWhen | None = None
     review: Review | None = None
     final: Final | None = None

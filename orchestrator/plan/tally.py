@@ -194,6 +194,8 @@ def chair_fallback(plan: BoardPlan | TeamPlan, phase: PhaseRecord, inputs: Seque
     chair then fails as any phase does)."""
     if not plan.tallied or phase.kind not in CHAIR_KINDS or not phase.meta.get("terminal"):
         return None
+    if phase.meta.get("revision_of"):  # a failed revision falls back to its first draft instead
+        return None
     return next((p for p in inputs if p.kind == "decision" and p.verdict is not None), None)
 
 

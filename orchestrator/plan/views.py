@@ -13,7 +13,7 @@ from orchestrator.plan.dag import awaited, needs_approval
 from orchestrator.plan.spending import BudgetView, budget_view
 from storage.phases import EARLY_STOP
 from storage.plans import PlanState
-from storage.read_models import UsageRecord
+from storage.read_models import PhaseRecord, UsageRecord
 from storage.status import PHASE_FINAL, PhaseStatus, PlanStatus
 
 
@@ -55,6 +55,14 @@ class PhaseView:
     asked: str | None = None  # a seat asked: what the person answers (the prompt a model would be given)
     #: in a what-if fork: the plan this phase was copied from (completed there; no attempt, no cost here)
     reused_from: str | None = None
+    #: a moderator's phase that failed on every model, written by code instead: {code, message}
+    #: (orchestrator.plan.stand_in)
+    stand_in: dict[str, Any] | None = None
+    #: the model that wrote a completed phase's text (``provider:model``, as its usage rows name
+    #: it), and the models its attempt tried first, that failed (``fallback_models``): None and
+    #: [] when no model wrote it (a person, a tally, a stand-in)
+    model: str | None = None
+    fell_back_from: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -122,6 +130,20 @@ def _cost(rows: list[UsageRecord]) -> float | None:
     return sum(r.cost_usd or 0.0 for r in rows)
 
 
+def answered_by(phase: PhaseRecord, rows: list[UsageRecord]) -> tuple[str | None, list[str]]:
+    """The model that answered a completed phase — its completing attempt's last call (a
+    model is tried only after the one before it failed, and a repair goes to the model that
+    answered) — and the models that attempt tried before it."""
+    if phase.status != PhaseStatus.COMPLETED:
+        return None, []
+    calls = sorted((r for r in rows if r.attempt == phase.attempt), key=lambda r: r.seq)
+    tried = list(dict.fromkeys(r.model for r in calls))
+    if not calls or (phase.verdict or {}).get("stand_in"):
+        return None, tried
+    last = calls[-1].model
+    return last, [m for m in tried if m != last]
+
+
 def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
     # the current attempt of a running phase is live spend, not waste
     live = {(ph.id, ph.attempt) for ph in state.phases if ph.status == PhaseStatus.RUNNING}
@@ -129,6 +151,7 @@ def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
     by_phase: dict[str, list[UsageRecord]] = {}
     for r in rows:
         by_phase.setdefault(r.phase_id, []).append(r)
+    answers = {ph.id: answered_by(ph, by_phase.get(ph.id, [])) for ph in state.phases}
     p = state.plan
     return PlanView(
         id=p.id, task_id=p.task_id, title=p.title, kind=p.kind, labels=list(p.labels), status=p.status,
@@ -143,7 +166,9 @@ def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
                           asked_at=ph.started_at.isoformat() if ph.human and ph.started_at else None,
                           due_at=ph.due_at.isoformat() if ph.due_at and ph.status == PhaseStatus.AWAITING_INPUT
                           else None, answered_by=(ph.meta.get("answer") or {}).get("by"),
-                          asked=(ph.meta.get("ask") or {}).get("prompt"), reused_from=ph.reused_from)
+                          asked=(ph.meta.get("ask") or {}).get("prompt"), reused_from=ph.reused_from,
+                          stand_in=(ph.verdict or {}).get("stand_in"), model=answers[ph.id][0],
+                          fell_back_from=answers[ph.id][1])
                 for ph in state.phases],
         decision=decision_of(state), early_stop=early_stop_of(state), warnings=panel_warnings(p.spec),
         budget=budget_view(p.spec.get("budget"), sum(r.input_tokens + r.output_tokens for r in usage_rows),
@@ -173,7 +198,9 @@ def approval_of(state: PlanState) -> dict[str, Any] | None:
     status = state.plan.status
     what = {PlanStatus.AWAITING_APPROVAL: "awaiting", PlanStatus.COMPLETED: "approved",
             PlanStatus.RUNNING: "drafting"}.get(status, str(status))
-    return {"state": what, "phase": current.key if current else None, "revision": 1 if revised else 0,
+    return {"state": what, "phase": current.key if current else None,
+            "revision": 1 if current is not None and current.meta.get("revision_of") else 0,
+            "revision_failed": current.meta.get("revision_failed") if current is not None else None,
             "since": state.plan.updated_at.isoformat() if status == PlanStatus.AWAITING_APPROVAL else None,
             "sent_back": None if revised is None else {"phase": revised.meta.get("revision_of"),
                                                        "note": revised.meta.get("note"),
@@ -206,8 +233,8 @@ def decision_of(state: PlanState) -> dict[str, Any] | None:
         "failed": chair.verdict.get("chair_failed")}  # {code, message}: no model wrote it, the record stands in
     if tallied is not None:
         return {**tallied, "chair": said}
-    if chair is None or chair.verdict is None:
-        return None
+    if chair is None or chair.verdict is None or "answer" not in chair.verdict:  # a stand-in for a plan
+        return None                                                                # that declares no answer
     return {"protocol": "chair", "answer": chair.verdict.get("answer"), "key": chair.verdict.get("answer"),
             "votes": [], "chair": said}
 

@@ -54,7 +54,7 @@ from storage import event_shapes
 from storage.event_shapes import NewEvent
 from storage.models import Base
 from storage.read_models import EventRecord, PhaseRecord
-from storage.status import GIVEN_UP, PHASE_FINAL, PhaseStatus, PlanStatus
+from storage.status import GIVEN_UP, PHASE_FINAL, TIMED_OUT, PhaseStatus, PlanStatus
 
 Executor = Session | Connection
 
@@ -150,11 +150,15 @@ class Statements:
 
     def ready(self, phase: Any = PHASES) -> ColumnElement[bool]:
         """Every direct dependency of ``phase``'s row is complete — or final, for a phase
-        that tolerates missing inputs (a board's round summary). Unknown keys never count."""
+        that tolerates missing inputs (a board's round summary), or a person's seat that ended
+        unanswered under ``missing_expert: tolerate`` (:func:`orchestrator.plan.dag.absent`).
+        Unknown keys never count."""
         dep = PHASES.alias("dep")
         deps = self.json_elements(phase.c.depends_on)
         tolerant = func.coalesce(phase.c.meta["tolerate_failed_deps"].as_boolean(), false())
-        usable = or_(dep.c.status == PhaseStatus.COMPLETED, and_(tolerant, dep.c.status.in_(GIVEN_UP)))
+        absent = and_(dep.c.status == PhaseStatus.FAILED, dep.c.error_code == TIMED_OUT,
+                      dep.c.meta["missing_expert"].as_string() == "tolerate")
+        usable = or_(dep.c.status == PhaseStatus.COMPLETED, absent, and_(tolerant, dep.c.status.in_(GIVEN_UP)))
         satisfied = (select(func.count()).select_from(dep)
                      .where(dep.c.plan_id == phase.c.plan_id, dep.c.key.in_(select(deps.c.value)), usable)
                      .scalar_subquery())

@@ -1,11 +1,14 @@
 """Ctrl-C during ``conclave run`` on a cluster, as a user presses it: a real SIGINT to a real
 ``conclave run`` subprocess. Once: it stops following, says how to follow or cancel, exits
 130, and the shared plan goes on — a worker started afterwards finishes it. Twice within the
-grace, or once with ``--cancel-on-exit``: the plan is cancelled, and says so."""
+grace, or once with ``--cancel-on-exit``: the plan is cancelled, and says so. Before the live
+display (while the commands load, while the submit waits): one line, exit 130, no traceback."""
 
 from __future__ import annotations
 
+import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -13,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.cli.interrupted import MESSAGE
 from orchestrator.client.conclave import Conclave
 from storage.status import PlanStatus
 from tests.conftest import ROOT, settings_env
@@ -127,3 +131,51 @@ def test_resume_follow_streams_the_plan_and_ends_with_its_outcome(settings: Any,
     assert "completed · 12/12 phases" in out.stdout.splitlines()[-1]  # it ends with the outcome
     assert "Traceback" not in out.stdout + out.stderr
     assert status(slow, plan_id) == PlanStatus.COMPLETED
+
+
+def _said(err: str) -> list[str]:
+    """What the process wrote to stderr, without Python's import-time report."""
+    return [line for line in err.splitlines() if line.strip() and not line.startswith("import time:")]
+
+
+def test_ctrl_c_while_the_commands_load_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """A cold start loads for a second or so before anything shows: a Ctrl-C then (here, once
+    Python reports it has loaded SQLAlchemy — inside the commands' import) ends in one line."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONCLAVE_")}
+    env |= {"CONCLAVE_DATABASE_URL": f"sqlite:///{tmp_path}/conclave.db", "PYTHONPROFILEIMPORTTIME": "1",
+            "CONCLAVE_MODELS": str(ROOT / "examples" / "models.yaml")}
+    proc = subprocess.Popen([*CONCLAVE, "run", BOARD, "--no-prompt"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:  # each import, as it finishes
+        seen.append(line)
+        if "sqlalchemy" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in "".join(seen) + err + out and "Aborted!" not in err
+    assert _said(err) == [MESSAGE]
+    assert not (tmp_path / "conclave.db").exists()  # it stopped before it opened anything
+
+
+def test_ctrl_c_before_the_live_display_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """``conclave run`` against an API that has not answered its submit yet: a Ctrl-C before
+    the live display ends in one line too (the sync point: the API accepted its connection)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.settimeout(60)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CONCLAVE_")} | {"CONCLAVE_TOKEN": "t" * 20}
+        url = f"http://127.0.0.1:{server.getsockname()[1]}"
+        proc = subprocess.Popen([*CONCLAVE, "run", BOARD, "--no-prompt", "--url", url], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=_default_sigint)
+        conn, _ = server.accept()  # its first request is on the way; nothing answers it
+        with conn:
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err + out and "Aborted!" not in err
+    assert _said(err)[-1] == MESSAGE and len(_said(err)) <= 2, err  # the banner line, at most, before it

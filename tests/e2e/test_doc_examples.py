@@ -1,6 +1,7 @@
 """The documented commands and requests, run verbatim, so the docs cannot drift from the code.
 
-The README's cluster section and its program, and every shell and Python block of ``docs/*.md``, are extracted
+The README's cluster section and its program, every shell and Python block of ``docs/*.md``, and
+those of the examples' READMEs (``examples/**/README.md``, embedded, as they say), are extracted
 from the Markdown (:mod:`tests.doc_blocks`) and run in order, one bash session per document,
 as a reader types them (:mod:`tests.doc_session`): the README's against an empty Postgres
 database and a Redis database of the test's own (the section creates, migrates and starts
@@ -33,6 +34,8 @@ from tests.e2e.test_api import ApiServer
 REGISTRY = ROOT / "examples" / "models.yaml"
 BIN = Path(sys.executable).parent  # the venv `make install` built: conclave, python
 DOCS = sorted(p for p in (ROOT / "docs").glob("*.md") if any(b.runnable for b in blocks(p)))
+# the examples' READMEs (a briefing pack's documents are material for the experts, not docs)
+EXAMPLES = sorted(p for p in (ROOT / "examples").rglob("README.md") if any(b.runnable for b in blocks(p)))
 DB_DEFAULT, REDIS_DEFAULT, API_DEFAULT = "conclave", "redis://127.0.0.1:6379/0", "http://127.0.0.1:8000"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -209,11 +212,35 @@ CHECKS = {"api.md": _check_api, "briefing.md": _check_briefing}
 
 def test_every_marker_names_a_reason_and_a_runnable_block() -> None:
     """A marker with no reason, or on a block that would not run anyway, is a mistake."""
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *EXAMPLES]:
         for b in blocks(path):
             if b.not_run is not None:
                 assert b.not_run and b.runnable, f"{b.where}: not-run marker on a {b.lang or 'plain'} block"
     assert "api.md" in [p.name for p in DOCS]  # the docs with runnable blocks were found
+    assert ROOT / "examples" / "eval" / "README.md" in EXAMPLES
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("doc", EXAMPLES, ids=[str(p.relative_to(ROOT / "examples")) for p in EXAMPLES])
+def test_the_examples_readmes_run_verbatim_embedded(doc: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """An example's README, as a reader on a fresh machine runs it from the clone: no CONCLAVE_*
+    settings (embedded: its database is the clone's new ``.conclave/conclave.db``), a home of its
+    own, every block in order."""
+    todo = chosen(blocks(doc), capsys, str(doc.relative_to(ROOT)))
+    home = tmp_path / "home"
+    home.mkdir()
+    clone = a_clone(tmp_path)
+    session = run(todo, cwd=clone, env=shell_env(HOME=str(home)), out=tmp_path / "out", substitutions={},
+                  timeout=800)
+    assert session.returncode == 0, session.failure()
+    if doc.parent.name == "eval":  # the simulated eval: its plans stored, its report printed twice
+        stored = rows(f"sqlite:///{clone}/.conclave/conclave.db",
+                      "select status, count(*) n from plans group by status")
+        assert {(r.status, r.n) for r in stored} == {("completed", 900)}  # 300 items x 3 arms
+        [eval_block] = [r for r in session.ran if "conclave eval run" in r.block.text]
+        shown = eval_block.output
+        assert shown.count("eval arithmetic (* baseline") == 2 and "panel" in shown, shown[-2000:]
 
 
 def test_the_readme_program_runs_as_written_embedded(tmp_path: Path) -> None:

@@ -67,11 +67,12 @@ def test_a_draft_waits_for_approval_and_approving_it_completes_the_plan(planes: 
     [waiting] = [e for e in planes.events(plan_id) if e.type == "awaiting_approval"]
     draft = planes.text(plan_id, "final") or ""
     assert waiting.data == {"phase": "final", "revision": 0, "chars": len(draft),
-                            "summary": state.by_key()["final"].summary}
+                            "summary": state.by_key()["final"].summary, "revision_failed": None}
     assert planes.coordinator.reads.result_text(plan_id) == draft  # readable as a draft, with its status
     view = planes.coordinator.reads.view(plan_id)
     assert view.approval == {"state": "awaiting", "phase": "final", "revision": 0,
-                             "since": state.plan.updated_at.isoformat(), "sent_back": None}
+                             "since": state.plan.updated_at.isoformat(), "sent_back": None,
+                             "revision_failed": None}
     assert planes.coordinator.advance(plan_id) == [] and planes.coordinator.resume(plan_id).reason.startswith(
         "waiting for approval of its draft (final)")  # type: ignore[union-attr]
 
@@ -242,3 +243,37 @@ def test_a_steered_plan_s_claim_costs_the_statements_of_any_claim(planes: Planes
     assert set(never) == {"storage.phases.claim_phase", "storage.usage.record_usage", "storage.phases.complete_phase",
                           "storage.plans.get_spec"}
     assert isinstance(never, Counter)
+
+
+def test_a_revision_that_fails_falls_back_to_the_first_draft_which_waits_again(testing_planes: Planes) -> None:
+    planes = testing_planes
+    failing = {"default": {"provider": "offline", "max_retries": 0, "options": {"words": 30, "fail_revision": True}}}
+    plan_id = planes.coordinator.submit(approved_board(models=failing)).plan_id
+    planes.run_all()
+    first_draft = planes.text(plan_id, "final")
+    planes.coordinator.send_back(plan_id, "Lead with the risk to cash flow.", principal=ADA)
+    planes.run_all()
+    state = planes.state(plan_id)
+    revised, draft = state.by_key()["final.revised"], state.by_key()["final"]
+    assert (revised.status, revised.error_code) == (PhaseStatus.FAILED, "llm.unavailable")
+    # the plan is not lost: the first draft is its answer again, the failure recorded on it
+    assert (state.plan.status, state.plan.error_code) == (PlanStatus.AWAITING_APPROVAL, None)
+    assert draft.meta["terminal"] and not revised.meta["terminal"] and revised.meta["fell_back"]
+    failure = {"phase": "final.revised", "error_code": "llm.unavailable", "error": revised.error_message}
+    assert draft.meta["revision_failed"] == failure
+    waits = [e.data for e in planes.events(plan_id) if e.type == "awaiting_approval"]
+    assert [w["phase"] for w in waits] == ["final", "final"] and waits[1]["revision_failed"] == failure
+    assert "plan_finished" not in types(planes, plan_id)
+    view = planes.coordinator.reads.view(plan_id)
+    assert view.approval is not None
+    assert (view.approval["state"], view.approval["phase"], view.approval["revision"]) == ("awaiting", "final", 0)
+    assert view.approval["revision_failed"] == failure
+    from orchestrator.cli.plan_commands import people_lines
+    assert (f"the revision final.revised failed (llm.unavailable: {revised.error_message}): the first draft final "
+            "is the answer again") in people_lines(view)
+    assert planes.coordinator.reads.result_text(plan_id) == first_draft
+    with pytest.raises(AlreadyRevised):  # the one send-back was spent
+        planes.coordinator.send_back(plan_id, "Try again.")
+    res = planes.coordinator.approve(plan_id, principal=ADA)
+    assert (res.status, res.phase, res.revision) == (PlanStatus.COMPLETED, "final", 0)
+    assert planes.coordinator.reads.result_text(plan_id) == first_draft

@@ -386,16 +386,24 @@ def test_a_tallied_team_whose_chair_fails_on_every_model_completes_with_the_deci
 
 @pytest.mark.parametrize("deciding", [{"answer": None, "decide": "chair"}, {"decide": "chair"}],
                          ids=["no answer", "the chair decides"])
-def test_an_untallied_plan_whose_chair_fails_still_fails(testing_planes: Planes, deciding: dict[str, Any]) -> None:
+def test_an_untallied_plan_whose_chair_fails_completes_with_a_stand_in(testing_planes: Planes,
+                                                                       deciding: dict[str, Any]) -> None:
+    """No tally to stand on: code gathers the experts' words instead (orchestrator.plan.stand_in),
+    flagged, and states no answer."""
     planes = testing_planes
     doc = {**team(lead_model="broken", models={"default": offline(), "broken": offline(fail=True)}), **deciding}
     if doc["answer"] is None:
         del doc["answer"]
     plan_id = run(planes, doc)
     state = planes.state(plan_id)
-    assert state.plan.status == PlanStatus.FAILED and state.plan.error_code == "llm.unavailable"
-    assert state.by_key()["synthesis"].status == PhaseStatus.FAILED
-    assert "decision" not in state.by_key() and planes.coordinator.reads.result_text(plan_id) is None
+    assert state.plan.status == PlanStatus.COMPLETED and state.plan.error_code is None
+    synthesis = state.by_key()["synthesis"]
+    assert synthesis.status == PhaseStatus.COMPLETED and synthesis.verdict is not None
+    assert synthesis.verdict["stand_in"]["code"] == "llm.unavailable"
+    assert synthesis.verdict.get("answer") is None and "decision" not in state.by_key()
+    result = planes.coordinator.reads.result_text(plan_id) or ""
+    assert result.startswith("> Written by Conclave's code, not by a model: the call for the synthesis failed")
+    assert "[ada]" in result and "[bo]" in result
 
 
 def test_a_cancel_while_the_chair_runs_ends_the_plan_cancelled_not_decided(testing_planes: Planes) -> None:

@@ -210,7 +210,8 @@ def test_at_the_deadline_a_fatal_rule_fails_the_plan_naming_the_seat(planes: Pla
     planes.run_all()
     plan = planes.state(plan_id).plan
     assert (plan.status, plan.error_code) == (PlanStatus.FAILED, "input.timed_out")
-    assert plan.error_message == f"phase r1.you failed: You did not answer by {due:%Y-%m-%d %H:%M:%S} UTC"
+    assert plan.error_message == (f"phase r1.you failed: You did not answer by {due:%Y-%m-%d %H:%M:%S} UTC "
+                                  "(missing_expert: fatal — the plan ends when a person does not answer in time)")
     assert planes.statuses(plan_id)["final"] == PhaseStatus.SKIPPED
     # a retry asks the person again, with a new deadline
     res = planes.coordinator.resume(plan_id, retry_failed=True)
@@ -280,3 +281,65 @@ def test_a_team_s_seat_and_the_debate_a_disagreement_gives_it(planes: Planes) ->
     planes.coordinator.answer(plan_id, mine.key, "Revised position: I hold firm. Position: SUPPORT")
     planes.run_all()
     assert planes.state(plan_id).plan.status == PlanStatus.COMPLETED
+
+
+def team_with_priya_a_person(**changes: Any) -> dict[str, Any]:
+    team = dump_plan(example("team", **changes))
+    team["experts"] = [{"name": e["name"], "role": e["role"], "human": True, "respond_within": "1h"}
+                       if e["name"] == "Priya" else e for e in team["experts"]]
+    return team
+
+
+def test_a_team_tolerates_a_person_who_did_not_answer_and_tells_what_follows(planes: Planes) -> None:
+    plan_id = planes.coordinator.submit(team_with_priya_a_person(divergence="lexical")).plan_id
+    planes.run_all()
+    seat = planes.state(plan_id).by_key()["growth"]
+    assert seat.status == PhaseStatus.AWAITING_INPUT and seat.meta["missing_expert"] == "tolerate"
+    assert seat.due_at is not None
+    assert planes.statuses(plan_id)["check-1"] == PhaseStatus.PENDING  # the check waits for the person
+    assert planes.coordinator.expire_deadlines(now=seat.due_at) == {plan_id: ["growth"]}
+    planes.run_all()
+    state = planes.state(plan_id)
+    statuses = planes.statuses(plan_id)
+    assert (state.plan.status, state.plan.error_code) == (PlanStatus.COMPLETED, None)  # missing_expert: tolerate
+    assert statuses["growth"] == PhaseStatus.FAILED and state.by_key()["growth"].error_code == seats.TIMED_OUT
+    assert {statuses[k] for k in ("finance", "check-1", "rollout", "synthesis")} == {PhaseStatus.COMPLETED}
+    assert not any(k.startswith("debate-") for k in statuses)  # one voice left: nothing to debate
+    # what followed was told who was absent: the synthesis says so
+    synthesis = planes.text(plan_id, "synthesis") or ""
+    assert "**Absent.** Priya did not answer in time" in synthesis
+    with pytest.raises(SeatNotWaiting, match="after growth's deadline"):
+        planes.coordinator.answer(plan_id, "growth", "Sorry, late.")
+
+
+def test_the_absence_is_in_the_request_a_later_phase_is_given(planes: Planes) -> None:
+    from orchestrator.plan.prompts import build_request
+    from orchestrator.plan.schema import parse_plan
+
+    plan_id = planes.coordinator.submit(team_with_priya_a_person(divergence="off")).plan_id
+    planes.run_all()
+    due = planes.state(plan_id).by_key()["growth"].due_at
+    assert due is not None
+    planes.coordinator.expire_deadlines(now=due)
+    planes.run_all()
+    state = planes.state(plan_id)
+    by_key = state.by_key()
+    rollout = by_key["rollout"]
+    request = build_request(parse_plan(state.plan.spec), rollout, [by_key[k] for k in rollout.inputs], {})
+    assert "Absent: Priya did not answer in time" in request.prompt and request.hints["absent"] == ["Priya"]
+
+
+def test_a_team_whose_rule_is_fatal_fails_naming_the_seat_and_the_rule(planes: Planes) -> None:
+    plan_id = planes.coordinator.submit(team_with_priya_a_person(divergence="off", missing_expert="fatal")).plan_id
+    planes.run_all()
+    due = planes.state(plan_id).by_key()["growth"].due_at
+    assert due is not None
+    planes.coordinator.expire_deadlines(now=due)
+    planes.run_all()
+    plan = planes.state(plan_id).plan
+    statuses = planes.statuses(plan_id)
+    assert (plan.status, plan.error_code) == (PlanStatus.FAILED, "input.timed_out")
+    assert plan.error_message == (f"phase growth failed: Priya did not answer by {due:%Y-%m-%d %H:%M:%S} UTC "
+                                  "(missing_expert: fatal — the plan ends when a person does not answer in time)")
+    assert statuses["finance"] == PhaseStatus.COMPLETED  # what did not need the person still ran
+    assert (statuses["rollout"], statuses["synthesis"]) == (PhaseStatus.SKIPPED, PhaseStatus.SKIPPED)

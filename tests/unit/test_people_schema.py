@@ -57,7 +57,7 @@ def test_a_person_s_seat_is_read_and_stored_in_seconds() -> None:
     assert stored["experts"][1] == {"name": "You", "role": "Founder", "human": True, "respond_within": 7200}
     assert load_plan(stored) == plan  # what the worker parses back from the stored spec
     seats = {p.key: p.meta for p in expand(plan) if p.meta.get("human")}
-    assert seats == {"r1.you": {"human": True, "respond_within": 7200}}
+    assert seats == {"r1.you": {"human": True, "missing_expert": "tolerate", "respond_within": 7200}}
 
 
 @pytest.mark.parametrize(("value", "why"), [("30s", "out of range"), ("31d", "out of range"),

@@ -277,6 +277,13 @@ def render_every_phase() -> str:
     out.append(prompts.build_request(b, revised, inputs_of(revised, steered),
                                      {p.id: text_of(p) for p in steered if p.status == "completed"},
                                      [{"n": 1, "note": "Mind the churn.", "by": {"id": "p1", "name": "Ada"}}]).prompt)
+    # a team whose first phase's person did not answer in time (missing_expert: tolerate)
+    first = team_phases[0]
+    gone = dataclasses.replace(first, status="failed", error_code="input.timed_out",
+                               meta={**first.meta, "human": True, "missing_expert": "tolerate"})
+    absent = [gone if p.key == first.key else p for p in team_phases]
+    synthesis = next(p for p in absent if p.kind == "synthesis")
+    out.append(request_for(t, absent, synthesis.key).prompt)
     return "\n".join(out)
 
 

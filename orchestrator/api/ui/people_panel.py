@@ -132,7 +132,13 @@ def _approval(snap: PlanSnapshot, *, can_act: bool, csrf: str) -> Markup:
     if sent:
         history = Markup('<p class="sent-back">Sent back once by <b>{who}</b>: “{note}” — <a href="#phase-{k}">{k}</a> '
                          'is the revision.</p>').format(who=_who(sent.get("by")), note=sent.get("note") or "",
-                                                        k=a.get("phase"))
+                                                        k=(a.get("revision_failed") or {}).get("phase")
+                                                        or a.get("phase"))
+    failed = a.get("revision_failed")
+    if failed:
+        history += Markup('<p class="revision-failed">The revision ({rk}) failed — {error} — so the first draft, '
+                          '<a href="#phase-{k}">{k}</a>, is the answer again.</p>').format(
+            rk=failed.get("phase"), error=failed.get("error") or failed.get("error_code") or "", k=a.get("phase"))
     state = a.get("state")
     if state == "awaiting":
         what = "The revision" if a.get("revision") else "The draft"

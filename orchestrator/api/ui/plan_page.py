@@ -125,6 +125,10 @@ def overview(snap: PlanSnapshot) -> Markup:
 def verdict_line(phase: PhaseView) -> Markup:
     """An expert's verdict on its card (the decision's card shows the winner)."""
     v = phase.verdict
+    if phase.stand_in:
+        return Markup('<p class="warning stand-in" data-role="stand-in">Written by code, not by a model: every '
+                      'model failed (<code>{}</code>); these are the experts\' own words, gathered.</p>').format(
+            phase.stand_in.get("code"))
     if not v:
         return Markup("")
     if phase.kind == "decision":
@@ -209,6 +213,11 @@ def card(phase: PhaseView, timing: Timing, *, terminal: bool = False, drawn: lis
     else:
         ran = Markup('<span class="attempt">attempt {attempt}</span> · <span class="tokens">{tokens} tokens</span> · '
                      '{took}').format(attempt=phase.attempt, tokens=count(phase.usage.total_tokens), took=took)
+    if phase.model:  # the model that wrote it; a fallback is named as such, with what failed first
+        ran += Markup(' · <span class="model{fb}" data-role="model">{m}{why}</span>').format(
+            fb=" fallback" if phase.fell_back_from else "", m=phase.model,
+            why=Markup(" (fallback: {} failed)").format(", ".join(phase.fell_back_from)) if phase.fell_back_from
+            else "")
     return Markup(
         '<article class="phase status-{status}{terminal}{human}{reused}" id="phase-{key}" data-key="{key}" '
         'data-kind="{kindname}" data-status="{status}" data-attempt="{attempt}" data-deps="{deps}" '

@@ -69,6 +69,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            decision = None\n",
         tests=(f"{FLOW}::test_a_tallied_team_whose_chair_fails_on_every_model_completes_with_the_decision",),
         why="a failed chair fails the plan after every expert was paid and the decision was tallied"),
+    mutation(
+        "failed-round-summary-ends-the-meeting", "I55", "orchestrator/plan/stand_in.py",
+        "        return code != BUDGET_EXHAUSTED\n",
+        "        return False\n",
+        tests=("tests/unit/test_stand_in.py::test_a_failed_round_summary_is_written_by_code_and_the_meeting_goes_on",),
+        why="a round summary that failed on every model fails the plan after every expert spoke"),
+    mutation(
+        "untallied-chair-loses-the-run", "I55", "orchestrator/plan/stand_in.py",
+        '    return phase.kind in KINDS and bool(phase.meta.get("terminal")) and not phase.meta.get("revision_of")',
+        "    return False",
+        tests=("tests/unit/test_stand_in.py::test_a_failed_last_word_without_a_tally_completes_with_the_experts_words",),
+        why="a plan without a tally whose final summary failed on every model fails after every expert was paid"),
 
     # I56 — a review is shown the others' answers only, by label, in an order drawn for it
     mutation(

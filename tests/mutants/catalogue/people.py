@@ -90,6 +90,24 @@ MUTATIONS: tuple[Mutation, ...] = (
               "update(Phase).where(Phase.id == seat.id, Phase.status == PhaseStatus.AWAITING_INPUT)")),
         tests=(f"{SEATS}::test_at_the_deadline_a_tolerant_meeting_notes_the_absence_once",),
         why="a sweep ends a seat before its deadline"),
+    mutation(
+        "absent-seat-blocks-a-team", "I68", "orchestrator/plan/dag.py",
+        "        if dep.status == PhaseStatus.COMPLETED or absent(dep):",
+        "        if dep.status == PhaseStatus.COMPLETED:",
+        tests=(f"{SEATS}::test_a_team_tolerates_a_person_who_did_not_answer_and_tells_what_follows",),
+        why="under missing_expert: tolerate a team's phases after an unanswered seat never become ready"),
+    mutation(
+        "claim-refuses-past-an-absent-seat", "I68", "storage/sql/base.py",
+        "usable = or_(dep.c.status == PhaseStatus.COMPLETED, absent, and_(",
+        "usable = or_(dep.c.status == PhaseStatus.COMPLETED, and_(",
+        tests=(f"{RACES}::test_a_tolerant_team_claims_past_an_absent_seat_on_postgres",),
+        why="the coordinator sends the synthesis after an absent seat but the claim refuses it: the plan stalls"),
+    mutation(
+        "fatal-absence-tolerated", "I68", "orchestrator/plan/dag.py",
+        '            and phase.meta.get("missing_expert") == "tolerate")',
+        "            )",
+        tests=(f"{SEATS}::test_a_team_whose_rule_is_fatal_fails_naming_the_seat_and_the_rule",),
+        why="a plan whose rule is fatal goes on without the person"),
 
     # I69 — approval: the draft waits; approve and cancel exclude each other
     mutation(
@@ -122,6 +140,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "if plan.status != PlanStatus.AWAITING_APPROVAL or plan.cancel_requested:",
         tests=(f"{APPROVAL}::test_a_draft_is_sent_back_once_with_a_note_then_the_revision_is_approved",),
         why="a draft is sent back again and again"),
+    mutation(
+        "failed-revision-fails-the-plan", "I70", "orchestrator/control/coordinator.py",
+        "            state = self.people.fall_back(state)\n",
+        "            pass\n",
+        tests=(f"{APPROVAL}::test_a_revision_that_fails_falls_back_to_the_first_draft_which_waits_again",),
+        why="a revision whose model failed fails the whole plan: the first draft, already paid for, is lost"),
 
     # I71 — a note reaches the phases that start after it
     mutation(

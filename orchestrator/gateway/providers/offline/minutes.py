@@ -408,6 +408,10 @@ def render_synthesis(call: Call) -> str:
         evidence.append(f'- Also on record: "{point}" [{s.source}].')
     if evidence:
         lines.append("**What the panel established**\n" + "\n".join(evidence))
+    absent = call.absent()
+    if absent:
+        lines.append(f"**Absent.** {' and '.join(absent)} did not answer in time; their view is missing from "
+                     "this synthesis.")
     briefed = _evidence(call)
     if briefed:
         lines.append(briefed.replace("Evidence from the briefing:", "**Evidence from the briefing.**", 1))

@@ -29,7 +29,7 @@ to the peers' majority and a position bias, all bounded to [0, 1], and a seed
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -46,8 +46,8 @@ MIN_CHUNK_CHARS, MAX_CHUNK_CHARS = 4, 10_000
 MAX_NAMES = 50  # experts named by hang / fail / stances
 
 #: The options that switch a fault on when set (first_chunk_delay: when above the demo value).
-FAULT_SWITCHES = ("hang", "hang_seconds", "fail", "break_after_chars", "malformed_divergence",
-                  "malformed_verdict", "contradict_decision", "first_chunk_delay")
+FAULT_SWITCHES = ("hang", "hang_seconds", "fail", "fail_revision", "fail_kinds", "break_after_chars",
+                  "malformed_divergence", "malformed_verdict", "contradict_decision", "first_chunk_delay")
 MALFORMED_VERDICT = ("once", "always")  # or False
 MAX_SOLVER_SEED = 2**31  # exclusive
 
@@ -94,6 +94,10 @@ class OfflineOptions(BaseModel):
     hang: bool | tuple[str, ...] = False  # True: everyone; else the slugs of the experts who hang
     hang_seconds: float = Field(MAX_FAULT_SECONDS, gt=0, le=MAX_FAULT_SECONDS)
     fail: bool | tuple[str, ...] = False
+    fail_revision: bool = False  # a draft's revision (after a send-back) fails, every other call answers
+    #: the calls of these kinds of phase fail (e.g. ``[round_summary]``), every other call answers
+    fail_kinds: tuple[Literal["opening", "turn", "review", "round_summary", "final_summary", "expert", "debate",
+                              "divergence", "synthesis"], ...] = Field((), max_length=9)
     break_after_chars: int | None = Field(None, ge=0, le=1_000_000)
     malformed_divergence: bool = False
     malformed_verdict: bool | str = False  # False, "once" or "always" (see _malformed)
@@ -111,6 +115,12 @@ class OfflineOptions(BaseModel):
         if len(names) > MAX_NAMES:
             raise ValueError(f"names at most {MAX_NAMES} experts")
         return tuple(slug_of(n) for n in names)
+
+    @field_validator("fail_kinds", mode="before")
+    @classmethod
+    def _kinds(cls, value: Any) -> Any:
+        """A list of kinds, as YAML and JSON give it."""
+        return tuple(value) if isinstance(value, list) else value
 
     @field_validator("malformed_verdict", mode="before")
     @classmethod
@@ -132,7 +142,8 @@ class OfflineOptions(BaseModel):
 
     def fault_switches(self) -> list[str]:
         """The fault switches these options turn on, by option name."""
-        on = [name for name in ("hang", "fail", "malformed_divergence", "malformed_verdict", "contradict_decision")
+        on = [name for name in ("hang", "fail", "fail_revision", "fail_kinds", "malformed_divergence",
+                                "malformed_verdict", "contradict_decision")
               if getattr(self, name)]
         if "hang_seconds" in self.model_fields_set:
             on.append("hang_seconds")

@@ -136,7 +136,7 @@ class OfflineProvider:
         opts = OfflineOptions.parse(spec.options, testing=self.testing)
         speaker = speaker_of(request)
         input_tokens = _input_tokens(request)
-        self._faults(opts, speaker, input_tokens, handle)
+        self._faults(opts, speaker, input_tokens, handle, request)
         limit = opts.break_after_chars
         chunks = _chunks(render_pieces(request, opts), opts.chunk_chars)
         sent = 0
@@ -163,7 +163,7 @@ class OfflineProvider:
         opts = OfflineOptions.parse(spec.options, testing=self.testing)
         speaker = speaker_of(request)
         input_tokens = _input_tokens(request)
-        self._faults(opts, speaker, input_tokens, None)
+        self._faults(opts, speaker, input_tokens, None, request)
         text = render(request, opts)
         n = -(-len(text) // opts.chunk_chars)
         total_delay = opts.first_delay + opts.latency * max(0, n - 1) if n else 0.0
@@ -172,9 +172,10 @@ class OfflineProvider:
         return Completion(text=text, usage=_usage(input_tokens, len(text)), finish_reason="stop")
 
     def _faults(self, opts: OfflineOptions, speaker: str | None, input_tokens: int,
-                handle: OfflineStream | None) -> None:
+                handle: OfflineStream | None, request: ChatRequest) -> None:
         who = speaker or "this call"
-        if opts.fails(speaker):
+        if (opts.fails(speaker) or (opts.fail_revision and request.hints.get("revision_of"))
+                or request.hints.get("kind") in opts.fail_kinds):
             raise ProviderUnavailable(
                 f"offline provider: simulated failure for {who}", usage=_usage(input_tokens, 0)
             )
