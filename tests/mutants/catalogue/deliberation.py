@@ -71,8 +71,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="a failed chair fails the plan after every expert was paid and the decision was tallied"),
     mutation(
         "failed-round-summary-ends-the-meeting", "I55", "orchestrator/plan/stand_in.py",
-        "        return code != BUDGET_EXHAUSTED\n",
-        "        return False\n",
+        '    if phase.kind == "round_summary":\n        return True\n',
+        '    if phase.kind == "round_summary":\n        return False\n',
         tests=("tests/unit/test_stand_in.py::test_a_failed_round_summary_is_written_by_code_and_the_meeting_goes_on",),
         why="a round summary that failed on every model fails the plan after every expert spoke"),
     mutation(
