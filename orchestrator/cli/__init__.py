@@ -2,7 +2,7 @@
 
 One command family per module:
 
-    plan_commands.py   submit, list, status, result, cancel
+    plan_commands.py   submit, list, status, result, update, cancel
     fork_commands.py   fork, diff: a what-if fork from any phase, and two plans side by side
     running.py         run, watch, resume (and what Ctrl-C does while following a plan)
     people_commands.py answer, approve, send-back, steer (a person's part in a plan)
@@ -44,8 +44,8 @@ def cli() -> None:
 
 
 for command in (running.run, plans.submit, plans.list_plans, plans.status, running.watch, plans.result,
-                running.resume, plans.cancel, people.answer, people.approve, people.send_back, people.steer,
-                forks.fork, forks.diff, info.info, fleet.worker, fleet.beat, fleet.api, fleet.flower,
+                running.resume, plans.update, plans.cancel, people.answer, people.approve, people.send_back,
+                people.steer, forks.fork, forks.diff, info.info, fleet.worker, fleet.beat, fleet.api, fleet.flower,
                 fleet.health, fleet.db, tokens.tokens, hooks.webhooks):
     cli.add_command(command)
 

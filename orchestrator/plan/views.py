@@ -85,6 +85,8 @@ class PlanView:
     notes: list[dict[str, Any]] = field(default_factory=list)
     #: a what-if fork's source: ``{"plan_id", "phase"}`` (the phase it runs anew from); None otherwise
     forked_from: dict[str, Any] | None = None
+    #: -2..2, higher first among its tenant's phases held for their share (storage.fairshare)
+    priority: int = 0
 
     @property
     def done(self) -> int:
@@ -150,6 +152,7 @@ def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
                            _cost(usage_rows)),
         awaiting=awaited_of(state), approval=approval_of(state), notes=[dict(n) for n in p.notes],
         forked_from={"plan_id": p.forked_from, "phase": p.fork_phase} if p.forked_from else None,
+        priority=p.priority,
     )
 
 
