@@ -34,7 +34,7 @@ from sqlalchemy import delete, func, select, update
 from storage import locks
 from storage.db import Database
 from storage.models import Phase, Plan, TenantTurn, utcnow
-from storage.sql.base import PHASES, Claimed
+from storage.sql.base import PHASES, Claimed, ShareCheck
 from storage.status import PhaseStatus, PlanStatus
 
 FLEET = "fairshare:fleet"
@@ -104,14 +104,18 @@ def _over(s: Any, tenant: str, policy: Policy, now: datetime) -> bool:
 def claim(db: Database, phase_id: str, *, tenant: str, policy: Policy, owner: str,
           lease: timedelta) -> Claimed | str | None:
     """Claim the phase if its tenant (and the fleet) is within its share, under the share's
-    advisory lock (:func:`storage.phases.claim_phase` otherwise). Past the share, a pending
-    phase whose inputs are complete is held and :data:`HELD` returned; None as a refused claim."""
+    advisory lock (:func:`storage.phases.claim_phase` otherwise): the lock, then the claim with
+    the count in its own statement (``Statements.within_share``) — one statement more than a claim
+    without fair share, and a COMMIT. Past the share, a pending phase whose inputs are complete is
+    held and :data:`HELD` returned; None as a refused claim."""
     now = utcnow()
     with db.transaction() as s:
         if db.dialect == "postgresql":
             s.execute(select(func.pg_advisory_xact_lock(locks.lock_key(policy.lock_name(tenant)))))
-        if not _over(s, tenant, policy, now):
-            return db.sql.claim(s, phase_id, owner=owner, now=now, lease=lease)
+        share = ShareCheck(tenant, policy.limit(tenant), policy.fleet)
+        claimed = db.sql.claim(s, phase_id, owner=owner, now=now, lease=lease, share=share)
+        if claimed is not None or not _over(s, tenant, policy, now):
+            return claimed  # refused for another reason (not ready, leased, final) or claimed
         phases = PHASES
         held = s.execute(update(phases).where(phases.c.id == phase_id, phases.c.status == PhaseStatus.PENDING,
                                               db.sql.ready())

@@ -208,13 +208,13 @@ def complete_phase(
             if plan is None:
                 raise _Fenced
             if plan.cancel_requested:
-                return _released(db, s, share, now, _cancel(db, s, plan_id, phase_id, attempt, now))
+                return _released(db, s, share, plan, now, _cancel(db, s, plan_id, phase_id, attempt, now))
             if insertion is None and not events and early_stop is None:
                 done = db.sql.complete(s, plan_id, result, now)
                 if done is None:
                     raise _Fenced
                 event, k, n = done
-                return _released(db, s, share, now, Finished(Outcome.COMPLETED, k, n, (event,)))
+                return _released(db, s, share, plan, now, Finished(Outcome.COMPLETED, k, n, (event,)))
             about = db.sql.store_result(s, plan_id, result, now)
             if about is None:
                 raise _Fenced
@@ -226,14 +226,17 @@ def complete_phase(
             event = db.sql.append(s, plan_id, event_shapes.phase_completed(
                 about, attempt=attempt, chars=len(text), truncated=truncated, fallback=fallback,
                 offloaded=offloaded, summary=summary, k=k, n=n), now)
-            return _released(db, s, share, now, Finished(Outcome.COMPLETED, k, n, (*inserted, event)))
+            return _released(db, s, share, plan, now, Finished(Outcome.COMPLETED, k, n, (*inserted, event)))
     except _Fenced:
         return _stored_outcome(db, plan_id, phase_id, attempt)
 
 
-def _released(db: Database, s: Any, share: fairshare.Policy | None, now: datetime, done: Finished) -> Finished:
-    """Under fair share, the slot a finishing phase frees goes to a held phase, in its transaction."""
-    if share is None:
+def _released(db: Database, s: Any, share: fairshare.Policy | None, plan: PlanLock, now: datetime,
+              done: Finished) -> Finished:
+    """Under fair share, the slot a finishing phase frees goes to a held phase, in its transaction.
+    No statement when the plan's lock saw nothing held (its ``held``): a hold that commits after
+    that waits for the next finish or sweep."""
+    if share is None or not plan.held:
         return done
     return dataclasses.replace(done, released=tuple(fairshare.release(s, db.dialect, share, now, most=1)))
 
@@ -337,7 +340,7 @@ def fail_phase(db: Database, *, plan_id: str, phase_id: str, attempt: int, code:
                                                  error_code=code, error=message)
             else:
                 event = event_shapes.phase_failed(about, attempt=attempt, error_code=code, error=message, k=k, n=n)
-            return _released(db, s, share, now, Finished(Outcome(status), k, n,
+            return _released(db, s, share, plan, now, Finished(Outcome(status), k, n,
                                                          (db.sql.append(s, plan_id, event, now),)))
     except _Fenced:
         return Finished(Outcome.FENCED)

@@ -12,14 +12,15 @@ BURST = f"{FAIR}::test_a_tenant_runs_within_its_share_and_another_is_not_queued_
 LOST = f"{FAIR}::test_a_lost_release_is_recovered_by_the_sweep"
 ROUND_ROBIN = f"{FAIR}::test_held_phases_go_by_weighted_round_robin_between_tenants"
 PRIORITY = f"{FAIR}::test_priority_goes_first_within_a_tenant_and_patch_changes_it"
-PATCH = "tests/e2e/test_plan_priority.py::test_priority_is_set_at_submit_patched_while_it_runs_and_refused_naming_the_field"
+PATCH = ("tests/e2e/test_plan_priority.py::"
+         "test_priority_is_set_at_submit_patched_while_it_runs_and_refused_naming_the_field")
 
 MUTATIONS: tuple[Mutation, ...] = (
     # I61 — a tenant never has more phases in flight than its share
     mutation(
-        "share-off-by-one", "I61", "storage/fairshare.py",
-        "    return bool(limit) and n >= limit\n",
-        "    return bool(limit) and n > limit\n",
+        "share-off-by-one", "I61", "storage/sql/base.py",
+        '        within = mine < bindparam("share_limit", type_=Integer)\n',
+        '        within = mine <= bindparam("share_limit", type_=Integer)\n',
         tests=(BURST,),
         why="a tenant runs one phase more than its share at once"),
     mutation(
