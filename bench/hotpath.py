@@ -45,7 +45,8 @@ sys.path.insert(0, str(ROOT))
 from bench.scratch import drop_database, new_database  # noqa: E402
 from bench.throughput import env_for, start_worker, stop  # noqa: E402
 
-CLAIM = ("storage.phases.claim_phase", "storage.phases.release_waiting", "storage.plans.get_spec")
+CLAIM = ("storage.phases.claim_phase", "storage.phases.release_waiting", "storage.plans.get_spec",
+         "storage.fairshare.claim")  # fair share: the claim under the share's lock
 USAGE = ("storage.usage.record_usage",)
 COMPLETE = ("storage.phases.complete_phase", "storage.phases.fail_phase")
 HEARTBEAT = ("storage.phases.renew_leases",)

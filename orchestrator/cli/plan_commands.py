@@ -179,7 +179,7 @@ def status(plan_id: str, as_json: bool, url: str | None, token: str | None, tena
                 f"  verdict: {p.verdict.get('answer')} ({p.verdict.get('confidence', 0):.2f})"
                 if p.verdict.get("answer") is not None else "  verdict: abstained")
             run = f"reused from {p.reused_from}" if p.reused_from else f"attempt {p.attempt}"
-            c.print(f"  {p.status:<10} {p.key:<28} {p.expert or '':<12} {run}"
+            c.print(f"  {'held' if p.held else p.status:<10} {p.key:<28} {p.expert or '':<12} {run}"
                     + (f"  {p.error_code}" if p.error_code else "") + said, highlight=False, soft_wrap=True)
         from orchestrator.client.console import decision_lines, early_stop_line
 

@@ -55,6 +55,8 @@ class PhaseView:
     asked: str | None = None  # a seat asked: what the person answers (the prompt a model would be given)
     #: in a what-if fork: the plan this phase was copied from (completed there; no attempt, no cost here)
     reused_from: str | None = None
+    #: fair share: a pending phase held until its tenant has a free slot (storage.fairshare)
+    held: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,8 @@ def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
                           asked_at=ph.started_at.isoformat() if ph.human and ph.started_at else None,
                           due_at=ph.due_at.isoformat() if ph.due_at and ph.status == PhaseStatus.AWAITING_INPUT
                           else None, answered_by=(ph.meta.get("answer") or {}).get("by"),
-                          asked=(ph.meta.get("ask") or {}).get("prompt"), reused_from=ph.reused_from)
+                          asked=(ph.meta.get("ask") or {}).get("prompt"), reused_from=ph.reused_from,
+                          held=ph.held_at is not None and ph.status == PhaseStatus.PENDING)
                 for ph in state.phases],
         decision=decision_of(state), early_stop=early_stop_of(state), warnings=panel_warnings(p.spec),
         budget=budget_view(p.spec.get("budget"), sum(r.input_tokens + r.output_tokens for r in usage_rows),

@@ -139,6 +139,8 @@ def test_a_lost_release_is_recovered_by_the_sweep(settings: Any, db: Database) -
     assert held == ["opening"]
     coordinator, dispatcher = _coordinator(db, fair)
     assert coordinator.advance(plan_id) == []  # a held phase is never sent by an advance
+    with Conclave(fair, db=db, worker=False, tenant="acme") as c:
+        assert c.get(plan_id).phase("opening").held  # what a user sees: it waits for its share
     # the finish that would have released it died with its worker: nothing runs, the slot is free
     assert coordinator.reconcile() == [plan_id]
     (canvas,) = dispatcher.take()
