@@ -15,6 +15,7 @@ first submit to its last finish), not client polling. Prints two ratios:
     RATIO burst throughput with quiet / burst alone: Y (goal drop < 10%)
 
 Usage: python bench/fairness.py [--boards 40] [--latency 0.05] [--share 4] [--redis redis://127.0.0.1:6379/13]
+       [--share-off] (the same runs with fair share off, for comparison)
 Needs Postgres and Redis on 127.0.0.1 (make services). Creates and drops its own database.
 """
 
@@ -68,6 +69,8 @@ def main() -> None:
     parser.add_argument("--share", type=int, default=4, help="CONCLAVE_TENANT_MAX_IN_FLIGHT")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--redis", default=REDIS, help="a Redis database this run may flush")
+    parser.add_argument("--share-off", action="store_true",
+                        help="run the same with fair share off (what it replaces: one broker FIFO for everyone)")
     args = parser.parse_args()
 
     import redis
@@ -82,14 +85,15 @@ def main() -> None:
     log = Path(tempfile.gettempdir()) / f"{name}.log"
     settings = Settings(database_url=url, broker_url=args.redis, pool="threads",  # type: ignore[arg-type]
                         concurrency=args.concurrency, allow_plan_models=True, submit_rate=0, max_active_plans=1000,
-                        tenant_max_in_flight=args.share)
+                        tenant_max_in_flight=0 if args.share_off else args.share)
     worker = start_worker(settings, "threads", args.concurrency, log)
     quiet, burst = Conclave(settings, worker=False, tenant="quiet"), Conclave(settings, worker=False, tenant="burst")
     try:
         start, end = span(quiet.wait(quiet.submit(board("quiet solo", args.latency)), timeout=300, poll=0.2))
         solo = (end - start).total_seconds()
         print(f"quiet board alone: {solo:.1f}s  (worker concurrency {args.concurrency}, "
-              f"CONCLAVE_TENANT_MAX_IN_FLIGHT={args.share}, offline latency {args.latency}s/chunk)")
+              f"CONCLAVE_TENANT_MAX_IN_FLIGHT={0 if args.share_off else args.share}, offline latency "
+              f"{args.latency}s/chunk)")
 
         alone, phases, seconds = burst_rate(burst, [burst.submit(board(f"burst {i}", args.latency))
                                                     for i in range(args.boards)])

@@ -10,10 +10,12 @@ A ready phase past the share is not run and not left in the broker: it is *held*
 ``held_at`` in Postgres, its enqueue mark cleared — and its message is acknowledged. No canvas
 sends a held phase (:func:`orchestrator.plan.dag.sendable`, :func:`orchestrator.plan.canvas.region`)
 and the reconciler does not count it as lost. It is released (``held_at`` cleared) by
-:func:`release`: in the transaction that finishes another phase (one per finish: the slot it
-frees), and by the reconciler's sweep for every free slot (the backstop when a release was lost
-with its worker). Whoever released it sends its plan's ``advance``, which sends it like any ready
-phase; a sweep finds a released phase that no ``advance`` sent as a lost message.
+:func:`release`: in the transaction that finishes another phase (into every free slot it sees:
+the one it frees, and one a hold racing an earlier finish left empty; a phase released beyond
+the share by two finishes at once is held again at its claim), and by the reconciler's sweep
+for every free slot (the backstop when a release was lost with its worker). Whoever released it
+sends its plan's ``advance``, which sends it like any ready phase; a sweep finds a released
+phase that no ``advance`` sent as a lost message.
 
 Which held phase is released: among the tenants with held phases and a free slot, the one with
 the lowest *pass* (stride scheduling — a weighted round-robin: each release adds 1/weight to its

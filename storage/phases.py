@@ -192,8 +192,8 @@ def complete_phase(
     ``events`` (a decision's ``decision_recorded``) are appended before ``phase_completed``;
     ``early_stop`` skips later rounds in the same transaction (:class:`EarlyStop`); ``sent_hash``
     (what the phase was sent: ``orchestrator.plan.fingerprint``) is stored with the status.
-    With ``share`` (fair share is on) the slot it frees goes to a held phase in the same
-    transaction (:func:`storage.fairshare.release`).
+    With ``share`` (fair share is on) the free slots (the one it frees at least) go to held
+    phases in the same transaction (:func:`storage.fairshare.release`).
 
     Idempotent for its own attempt: when a previous call committed but its
     caller never heard back (the connection dropped after COMMIT) and retries,
@@ -238,7 +238,7 @@ def _released(db: Database, s: Any, share: fairshare.Policy | None, plan: PlanLo
     that waits for the next finish or sweep."""
     if share is None or not plan.held:
         return done
-    return dataclasses.replace(done, released=tuple(fairshare.release(s, db.dialect, share, now, most=1)))
+    return dataclasses.replace(done, released=tuple(fairshare.release(s, db.dialect, share, now)))
 
 
 def _cancel(db: Database, s: Any, plan_id: str, phase_id: str, attempt: int, now: datetime) -> Finished:
@@ -321,7 +321,7 @@ def _insert(db: Database, s: Any, plan_id: str, ins: Insertion, plan: PlanLock,
 def fail_phase(db: Database, *, plan_id: str, phase_id: str, attempt: int, code: str, message: str,
                share: fairshare.Policy | None = None) -> Finished:
     """Fail a phase, fenced by attempt. A cancelled plan's phase ends cancelled instead. With
-    ``share``, the slot it frees goes to a held phase in the same transaction."""
+    ``share``, the free slots go to held phases in the same transaction."""
     now = utcnow()
     try:
         with db.transaction() as s:
