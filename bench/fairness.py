@@ -14,7 +14,7 @@ first submit to its last finish), not client polling. Prints two ratios:
     RATIO quiet board behind a 40-board burst / solo: X (goal <= 1.5x)
     RATIO burst throughput with quiet / burst alone: Y (goal drop < 10%)
 
-Usage: python bench/fairness.py [--boards 40] [--latency 0.05] [--share 4] [--redis redis://127.0.0.1:6379/13]
+Usage: python bench/fairness.py [--boards 40] [--latency 0.05] [--share 4] [--fleet 0] [--redis redis://127.0.0.1:6379/13]
        [--share-off] (the same runs with fair share off, for comparison)
 Needs Postgres and Redis on 127.0.0.1 (make services). Creates and drops its own database.
 """
@@ -67,6 +67,7 @@ def main() -> None:
     parser.add_argument("--boards", type=int, default=40)
     parser.add_argument("--latency", type=float, default=0.05, help="offline seconds between chunks")
     parser.add_argument("--share", type=int, default=4, help="CONCLAVE_TENANT_MAX_IN_FLIGHT")
+    parser.add_argument("--fleet", type=int, default=0, help="CONCLAVE_FLEET_MAX_IN_FLIGHT (0: no fleet cap)")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--redis", default=REDIS, help="a Redis database this run may flush")
     parser.add_argument("--share-off", action="store_true",
@@ -85,14 +86,16 @@ def main() -> None:
     log = Path(tempfile.gettempdir()) / f"{name}.log"
     settings = Settings(database_url=url, broker_url=args.redis, pool="threads",  # type: ignore[arg-type]
                         concurrency=args.concurrency, allow_plan_models=True, submit_rate=0, max_active_plans=1000,
-                        tenant_max_in_flight=0 if args.share_off else args.share)
+                        tenant_max_in_flight=0 if args.share_off else args.share,
+                        fleet_max_in_flight=0 if args.share_off else args.fleet)
     worker = start_worker(settings, "threads", args.concurrency, log)
     quiet, burst = Conclave(settings, worker=False, tenant="quiet"), Conclave(settings, worker=False, tenant="burst")
     try:
         start, end = span(quiet.wait(quiet.submit(board("quiet solo", args.latency)), timeout=300, poll=0.2))
         solo = (end - start).total_seconds()
         print(f"quiet board alone: {solo:.1f}s  (worker concurrency {args.concurrency}, "
-              f"CONCLAVE_TENANT_MAX_IN_FLIGHT={0 if args.share_off else args.share}, offline latency "
+              f"CONCLAVE_TENANT_MAX_IN_FLIGHT={0 if args.share_off else args.share}, "
+              f"CONCLAVE_FLEET_MAX_IN_FLIGHT={0 if args.share_off else args.fleet}, offline latency "
               f"{args.latency}s/chunk)")
 
         alone, phases, seconds = burst_rate(burst, [burst.submit(board(f"burst {i}", args.latency))
