@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, or_, select, update
 
 from storage import locks
 from storage.db import Database
@@ -76,11 +76,13 @@ def policy_of(settings: Any) -> Policy | None:
 
 
 def _running(now: datetime) -> Any:
-    """Phases in flight: running on a live lease, in a running plan (a dead worker's phase
-    stops counting once its lease expires)."""
+    """Phases in flight: running on a live lease, or released and not claimed yet (a slot is
+    kept for it), in a running plan (a dead worker's phase stops counting once its lease expires)."""
     return (select(Plan.tenant, func.count().label("n")).join(Phase, Phase.plan_id == Plan.id)
-            .where(Plan.status == PlanStatus.RUNNING, Phase.status == PhaseStatus.RUNNING,
-                   Phase.lease_expires_at >= now))
+            .where(Plan.status == PlanStatus.RUNNING,
+                   or_((Phase.status == PhaseStatus.RUNNING) & (Phase.lease_expires_at >= now),
+                       (Phase.status == PhaseStatus.PENDING) & Phase.released_at.is_not(None)
+                       & Phase.held_at.is_(None))))
 
 
 def in_flight(s: Any, now: datetime, tenants: list[str] | None = None) -> dict[str, int]:
@@ -103,6 +105,16 @@ def _over(s: Any, tenant: str, policy: Policy, now: datetime) -> bool:
     return bool(limit) and n >= limit
 
 
+def _queued(s: Any, phase_id: str, tenant: str, policy: Policy) -> bool:
+    """Phases wait held ahead of this one, which was not released (see ``Statements.within_share``)."""
+    waits = (select(Phase.id).join(Plan, Plan.id == Phase.plan_id)
+             .where(Phase.held_at.is_not(None), Phase.status == PhaseStatus.PENDING, Plan.status == PlanStatus.RUNNING))
+    if not policy.fleet:
+        waits = waits.where(Plan.tenant == tenant)
+    released = select(Phase.released_at.is_not(None)).where(Phase.id == phase_id).scalar_subquery()
+    return bool(s.scalar(select(waits.exists() & ~func.coalesce(released, False))))
+
+
 def claim(db: Database, phase_id: str, *, tenant: str, policy: Policy, owner: str,
           lease: timedelta) -> Claimed | str | None:
     """Claim the phase if its tenant (and the fleet) is within its share, under the share's
@@ -116,12 +128,12 @@ def claim(db: Database, phase_id: str, *, tenant: str, policy: Policy, owner: st
             s.execute(select(func.pg_advisory_xact_lock(locks.lock_key(policy.lock_name(tenant)))))
         share = ShareCheck(tenant, policy.limit(tenant), policy.fleet)
         claimed = db.sql.claim(s, phase_id, owner=owner, now=now, lease=lease, share=share)
-        if claimed is not None or not _over(s, tenant, policy, now):
+        if claimed is not None or not (_over(s, tenant, policy, now) or _queued(s, phase_id, tenant, policy)):
             return claimed  # refused for another reason (not ready, leased, final) or claimed
         phases = PHASES
         held = s.execute(update(phases).where(phases.c.id == phase_id, phases.c.status == PhaseStatus.PENDING,
                                               db.sql.ready())
-                         .values(held_at=now, enqueued_at=None).returning(phases.c.id)).first()
+                         .values(held_at=now, released_at=None, enqueued_at=None).returning(phases.c.id)).first()
         return HELD if held is not None else None
 
 
@@ -162,7 +174,7 @@ def release(s: Any, dialect: str, policy: Policy, now: datetime, *, most: int | 
         if row is None:
             waiting[tenant] = 0
             continue
-        s.execute(update(Phase).where(Phase.id == row.id).values(held_at=None, enqueued_at=None)
+        s.execute(update(Phase).where(Phase.id == row.id).values(held_at=None, released_at=now, enqueued_at=None)
                   .execution_options(synchronize_session=False))
         released.append(row.plan_id)
         passes[tenant] += 1.0 / policy.weight(tenant)

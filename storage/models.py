@@ -166,6 +166,9 @@ class Phase(Base):
     # Fair share: set when a ready phase was refused because its tenant had its share of the fleet
     # in flight; it waits here, not in the broker, until a finishing phase or the sweep releases it.
     held_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # ... and when a release let it go: a released phase may take a slot while others wait; a
+    # phase that was never held may not jump ahead of them (storage.fairshare)
+    released_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Content(Base):

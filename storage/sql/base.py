@@ -245,14 +245,24 @@ class Statements:
         ``fleet_limit``). Read in the claim's own snapshot: the caller holds the share's lock."""
         now = bindparam("now", type_=PHASES.c.started_at.type)
         run, plan = PHASES.alias("run"), PLANS.alias("run_plan")
-        live = (run.c.status == PhaseStatus.RUNNING) & (run.c.lease_expires_at >= now) & (
-            plan.c.status == PlanStatus.RUNNING)
+        # in flight: running on a live lease, or released and not claimed yet (a slot kept for it) —
+        # this phase itself not counted
+        live = or_((run.c.status == PhaseStatus.RUNNING) & (run.c.lease_expires_at >= now),
+                   (run.c.status == PhaseStatus.PENDING) & run.c.released_at.is_not(None) & run.c.held_at.is_(None)
+                   & (run.c.id != PHASES.c.id)) & (plan.c.status == PlanStatus.RUNNING)
         running = select(func.count()).select_from(run.join(plan, plan.c.id == run.c.plan_id))
-        mine = running.where(live, plan.c.tenant == bindparam("share_tenant", type_=String)).scalar_subquery()
+        tenant = bindparam("share_tenant", type_=String)
+        mine = running.where(live, plan.c.tenant == tenant).scalar_subquery()
         within = mine < bindparam("share_limit", type_=Integer)
         if fleet:
             within = within & (running.where(live).scalar_subquery() < bindparam("fleet_limit", type_=Integer))
-        return within
+        # no jumping the queue: while phases wait held (the tenant's; any, under a fleet cap), only
+        # a released one takes a slot — the others are held behind them, in the release order
+        waits = select(run.c.id).select_from(run.join(plan, plan.c.id == run.c.plan_id)).where(
+            run.c.held_at.is_not(None), run.c.status == PhaseStatus.PENDING, plan.c.status == PlanStatus.RUNNING)
+        if not fleet:
+            waits = waits.where(plan.c.tenant == tenant)
+        return within & (PHASES.c.released_at.is_not(None) | ~waits.exists())
 
     def claim_statement(self, fleet: bool | None) -> Update:
         """The claim (:attr:`claim_update`), within the share when ``fleet`` is not None."""

@@ -7,7 +7,7 @@ the sweep."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -19,6 +19,7 @@ from orchestrator.control.dispatch import RecordingDispatcher
 from orchestrator.core.bus import MemoryBus
 from storage import Database, connect, fairshare, plans
 from storage.models import Phase, Plan, utcnow
+from storage.sql.base import Claimed
 from storage.status import PhaseStatus
 from tests.integration.durability import board_plan
 
@@ -38,7 +39,7 @@ def peak_in_flight(db: Database, tenant: str) -> int:
                           .where(Plan.tenant == tenant, Phase.started_at.is_not(None))).all()
     edges: list[tuple[datetime, int]] = []
     for start, end in spans:
-        edges += [(start, 1), (end or utcnow(), -1)]
+        edges += [(start or utcnow(), 1), (end or utcnow(), -1)]
     peak = running = 0
     for _, step in sorted(edges, key=lambda e: (e[0], e[1])):  # an end before a start at the same instant
         running += step
@@ -147,3 +148,21 @@ def test_a_lost_release_is_recovered_by_the_sweep(settings: Any, db: Database) -
     assert canvas.runs[0].key == "opening"
     state = plans.load_state(db, plan_id)
     assert state.phases[0].held_at is None and state.phases[0].enqueued_at is not None
+
+
+def test_a_fresh_phase_does_not_jump_ahead_of_held_ones(settings: Any, db: Database) -> None:
+    fair = settings.model_copy(update={"tenant_max_in_flight": 1})
+    share = fairshare.policy_of(fair)
+    assert share is not None
+    first = _submit(fair, db, "acme", "first")
+    second = _submit(fair, db, "acme", "second")
+    _hold_ready(db, first)
+    opening = {p: plans.load_state(db, p).phases[0].id for p in (first, second)}
+    lease = timedelta(seconds=30)
+    # nothing runs, yet the second plan's opening waits behind the first's held one
+    assert fairshare.claim(db, opening[second], tenant="acme", policy=share, owner="w", lease=lease) == fairshare.HELD
+    with db.transaction() as s:
+        assert fairshare.release(s, db.dialect, share, utcnow()) == [first]  # the one free slot, in order
+    claimed = fairshare.claim(db, opening[first], tenant="acme", policy=share, owner="w", lease=lease)
+    assert isinstance(claimed, Claimed) and claimed.phase.key == "opening"
+    assert fairshare.held_count(db) == 1  # the second waits for the first to finish

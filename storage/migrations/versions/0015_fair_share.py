@@ -3,6 +3,8 @@
 - ``phases.held_at``: set when a ready phase was refused because its tenant (or the fleet) had
   its share in flight; the phase waits in Postgres until a finishing phase or the sweep
   releases it (``storage.fairshare``). Partial index on the held phases only.
+- ``phases.released_at``: when a release let a held phase go; only a released phase may take a
+  slot while other phases wait held (a fresh one is held behind them).
 - ``plans.priority`` (-2..2, default 0): higher first among a tenant's held phases.
 - ``tenant_turns``: each tenant's pass in the weighted round-robin of releases.
 
@@ -29,6 +31,7 @@ def upgrade() -> None:
         batch.add_column(sa.Column("priority", sa.Integer(), nullable=False, server_default="0"))
     with op.batch_alter_table("phases") as batch:
         batch.add_column(sa.Column("held_at", storage.models.UTCDateTime(), nullable=True))
+        batch.add_column(sa.Column("released_at", storage.models.UTCDateTime(), nullable=True))
     op.create_index("ix_phases_held_at", "phases", ["held_at"], postgresql_where=sa.text("held_at IS NOT NULL"),
                     sqlite_where=sa.text("held_at IS NOT NULL"))
     op.create_table(
@@ -43,6 +46,7 @@ def downgrade() -> None:
     op.drop_table("tenant_turns")
     op.drop_index("ix_phases_held_at", table_name="phases")
     with op.batch_alter_table("phases") as batch:
+        batch.drop_column("released_at")
         batch.drop_column("held_at")
     with op.batch_alter_table("plans") as batch:
         batch.drop_column("priority")

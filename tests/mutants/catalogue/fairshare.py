@@ -60,6 +60,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(PRIORITY,),
         why="a tenant's low-priority plan is released before its high-priority one"),
     mutation(
+        "fresh-claims-jump-the-queue", "I64", "storage/sql/base.py",
+        "        return within & (PHASES.c.released_at.is_not(None) | ~waits.exists())\n",
+        "        return within\n",
+        tests=(f"{FAIR}::test_a_fresh_phase_does_not_jump_ahead_of_held_ones",),
+        why="a fresh phase takes a free slot ahead of phases held before it: a burst's new messages take "
+            "the slots the weighted round-robin gives away"),
+    mutation(
         "priority-unbounded", "I64", "orchestrator/plan/schema.py",
         'Priority = Annotated[int, Field(ge=-2, le=2, description="-2..2, higher first within the tenant\'s share")]\n',
         'Priority = Annotated[int, Field(description="-2..2, higher first within the tenant\'s share")]\n',
