@@ -55,7 +55,8 @@ chaos: install services
 ## CPU per model call and makespan vs a bare Celery peer (goal 1), chunk latency to an SSE client (goal 5),
 ## /metrics, a reconciler pass and the listing with 100 vs 100,000 finished plans (goal 4), and an eval of
 ## 1,000 items against as many plain plans (phases per second through the fleet), and the same boards through
-## PgBouncer in transaction mode vs direct (phases per second).
+## PgBouncer in transaction mode vs direct (phases per second), and a quiet tenant's board behind another's
+## 40-board burst under fair share (time vs solo, and the burst's throughput with vs without it).
 ## BENCH_REDIS: a Redis database the benchmarks may flush.
 BENCH_REDIS ?= redis://127.0.0.1:6379/13
 bench: install services pgbouncer
@@ -66,6 +67,7 @@ bench: install services pgbouncer
 	$(BIN)/python bench/history.py
 	$(BIN)/python bench/eval_throughput.py --redis $(BENCH_REDIS)
 	$(BIN)/python bench/pgbouncer.py --redis $(BENCH_REDIS)
+	$(BIN)/python bench/fairness.py --redis $(BENCH_REDIS)
 
 clean:
 	rm -rf $(VENV) .conclave .pytest_cache .mypy_cache .ruff_cache

@@ -22,6 +22,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -105,6 +106,8 @@ class Plan(Base):
     # retention while the fork lives on (the contents it reuses are kept, by reference).
     forked_from: Mapped[str | None] = mapped_column(String(36))
     fork_phase: Mapped[str | None] = mapped_column(String(120))
+    # Higher first among the tenant's held phases (storage.fairshare): -2..2, set at submit, patchable.
+    priority: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class Phase(Base):
@@ -114,6 +117,9 @@ class Phase(Base):
         Index("ix_phases_plan_status", "plan_id", "status"),
         Index("ix_phases_status_due_at", "status", "due_at"),  # the deadline sweep (storage.seats)
         Index("ix_phases_content_id", "content_id"),  # retention: is a content still referenced?
+        # fair share (storage.fairshare): the held phases, few, found without reading the others
+        Index("ix_phases_held_at", "held_at", postgresql_where=text("held_at IS NOT NULL"),
+              sqlite_where=text("held_at IS NOT NULL")),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
@@ -157,6 +163,12 @@ class Phase(Base):
     sent_hash: Mapped[str | None] = mapped_column(String(64))
     # In a fork: the plan this completed phase was copied from (no attempt, no usage here).
     reused_from: Mapped[str | None] = mapped_column(String(36))
+    # Fair share: set when a ready phase was refused because its tenant had its share of the fleet
+    # in flight; it waits here, not in the broker, until a finishing phase or the sweep releases it.
+    held_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # ... and when a release let it go: a released phase may take a slot while others wait; a
+    # phase that was never held may not jump ahead of them (storage.fairshare)
+    released_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Content(Base):
@@ -315,6 +327,16 @@ class FleetState(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ref: Mapped[str | None] = mapped_column(String(64))
+
+
+class TenantTurn(Base):
+    """Fair share's weighted round-robin (:mod:`storage.fairshare`): a tenant's ``pass``, which
+    grows by 1/weight with each held phase of its released; the lowest waiting pass goes next."""
+
+    __tablename__ = "tenant_turns"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    pass_: Mapped[float] = mapped_column("pass", Float, default=0.0)
 
 
 class WebhookEndpoint(Base):

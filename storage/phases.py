@@ -12,6 +12,7 @@ on Postgres.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import func, or_, select, update
 
-from storage import event_shapes
+from storage import event_shapes, fairshare
 from storage.db import Database
 from storage.event_shapes import NewEvent
 from storage.models import Phase, Plan, utcnow
@@ -153,6 +154,7 @@ class Finished:
     k: int = 0
     n: int = 0
     events: tuple[EventRecord, ...] = ()  # what this call stored, to publish after commit
+    released: tuple[str, ...] = ()  # fair share: plans whose held phase this finish released (advance them)
 
 
 class _Fenced(Exception):
@@ -175,6 +177,7 @@ def complete_phase(
     events: Sequence[NewEvent] = (),
     early_stop: EarlyStop | None = None,
     sent_hash: str | None = None,
+    share: fairshare.Policy | None = None,
 ) -> Finished:
     """Finish a phase with its result, in one transaction, in the order DESIGN.md gives:
     lock the plan row → cancel flag → content → fenced status update → outbox event.
@@ -189,6 +192,8 @@ def complete_phase(
     ``events`` (a decision's ``decision_recorded``) are appended before ``phase_completed``;
     ``early_stop`` skips later rounds in the same transaction (:class:`EarlyStop`); ``sent_hash``
     (what the phase was sent: ``orchestrator.plan.fingerprint``) is stored with the status.
+    With ``share`` (fair share is on) the free slots (the one it frees at least) go to held
+    phases in the same transaction (:func:`storage.fairshare.release`).
 
     Idempotent for its own attempt: when a previous call committed but its
     caller never heard back (the connection dropped after COMMIT) and retries,
@@ -203,13 +208,13 @@ def complete_phase(
             if plan is None:
                 raise _Fenced
             if plan.cancel_requested:
-                return _cancel(db, s, plan_id, phase_id, attempt, now)
+                return _released(db, s, share, plan, now, _cancel(db, s, plan_id, phase_id, attempt, now))
             if insertion is None and not events and early_stop is None:
                 done = db.sql.complete(s, plan_id, result, now)
                 if done is None:
                     raise _Fenced
                 event, k, n = done
-                return Finished(Outcome.COMPLETED, k, n, (event,))
+                return _released(db, s, share, plan, now, Finished(Outcome.COMPLETED, k, n, (event,)))
             about = db.sql.store_result(s, plan_id, result, now)
             if about is None:
                 raise _Fenced
@@ -221,9 +226,19 @@ def complete_phase(
             event = db.sql.append(s, plan_id, event_shapes.phase_completed(
                 about, attempt=attempt, chars=len(text), truncated=truncated, fallback=fallback,
                 offloaded=offloaded, summary=summary, k=k, n=n), now)
-            return Finished(Outcome.COMPLETED, k, n, (*inserted, event))
+            return _released(db, s, share, plan, now, Finished(Outcome.COMPLETED, k, n, (*inserted, event)))
     except _Fenced:
         return _stored_outcome(db, plan_id, phase_id, attempt)
+
+
+def _released(db: Database, s: Any, share: fairshare.Policy | None, plan: PlanLock, now: datetime,
+              done: Finished) -> Finished:
+    """Under fair share, the slot a finishing phase frees goes to a held phase, in its transaction.
+    No statement when the plan's lock saw nothing held (its ``held``): a hold that commits after
+    that waits for the next finish or sweep."""
+    if share is None or not plan.held:
+        return done
+    return dataclasses.replace(done, released=tuple(fairshare.release(s, db.dialect, share, now)))
 
 
 def _cancel(db: Database, s: Any, plan_id: str, phase_id: str, attempt: int, now: datetime) -> Finished:
@@ -303,8 +318,10 @@ def _insert(db: Database, s: Any, plan_id: str, ins: Insertion, plan: PlanLock,
     return (db.sql.append(s, plan_id, ins.event, now),)
 
 
-def fail_phase(db: Database, *, plan_id: str, phase_id: str, attempt: int, code: str, message: str) -> Finished:
-    """Fail a phase, fenced by attempt. A cancelled plan's phase ends cancelled instead."""
+def fail_phase(db: Database, *, plan_id: str, phase_id: str, attempt: int, code: str, message: str,
+               share: fairshare.Policy | None = None) -> Finished:
+    """Fail a phase, fenced by attempt. A cancelled plan's phase ends cancelled instead. With
+    ``share``, the free slots go to held phases in the same transaction."""
     now = utcnow()
     try:
         with db.transaction() as s:
@@ -323,7 +340,8 @@ def fail_phase(db: Database, *, plan_id: str, phase_id: str, attempt: int, code:
                                                  error_code=code, error=message)
             else:
                 event = event_shapes.phase_failed(about, attempt=attempt, error_code=code, error=message, k=k, n=n)
-            return Finished(Outcome(status), k, n, (db.sql.append(s, plan_id, event, now),))
+            return _released(db, s, share, plan, now, Finished(Outcome(status), k, n,
+                                                         (db.sql.append(s, plan_id, event, now),)))
     except _Fenced:
         return Finished(Outcome.FENCED)
 

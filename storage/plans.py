@@ -113,6 +113,7 @@ def create_plan(
     labels: Sequence[str] = (),
     monthly_usd: float | None = None,
     fork: Fork | None = None,
+    priority: int = 0,
 ) -> Created:
     """Insert a plan, all its phases and its briefing (documents and chunks) in one
     transaction, in ``tenant``: a failure anywhere stores nothing.
@@ -143,7 +144,7 @@ def create_plan(
             now = tenancy.admit(s, db.dialect, tenant, max_active=max_active, submit_rate=submit_rate,
                                 monthly_usd=monthly_usd)
             s.add(Plan(id=plan_id, tenant=tenant, task_id=task_id, title=title, kind=kind, spec=spec,
-                       max_debates=max_debates, labels=list(labels),
+                       max_debates=max_debates, labels=list(labels), priority=priority,
                        status=PlanStatus.RUNNING, created_at=now, updated_at=now,
                        forked_from=fork.source if fork else None, fork_phase=fork.from_phase if fork else None))
             s.flush()
@@ -443,13 +444,16 @@ def stalled_plan_ids(db: Database, *, now: datetime, requeue_after: timedelta, l
         expired = select(Phase.plan_id).where(Phase.plan_id == Plan.id, Phase.status == PhaseStatus.RUNNING,
                                               Phase.lease_expires_at < now)
         lost = (select(Phase.plan_id)
-                .where(Phase.plan_id == Plan.id, Phase.status == PhaseStatus.PENDING,
+                .where(Phase.plan_id == Plan.id, Phase.status == PhaseStatus.PENDING, Phase.held_at.is_(None),
                        or_(Phase.enqueued_at.is_(None), Phase.enqueued_at < cutoff),
                        db.sql.ready_since_cutoff(cutoff)))
-        # a seat waiting for a person is progress nobody owes: its plan is not re-derived every pass
+        # a seat waiting for a person is progress nobody owes, a held phase waits for a release:
+        # its plan is not re-derived every pass
         alive = (select(Phase.id).where(Phase.plan_id == Plan.id,
                                         or_((Phase.status == PhaseStatus.RUNNING) & (Phase.lease_expires_at >= now),
-                                            Phase.status == PhaseStatus.AWAITING_INPUT)).exists())
+                                            Phase.status == PhaseStatus.AWAITING_INPUT,
+                                            (Phase.status == PhaseStatus.PENDING) & Phase.held_at.is_not(None)))
+                 .exists())
         q = (select(Plan.id).where(Plan.status == PlanStatus.RUNNING)
              .where(or_(Plan.id.in_(expired), Plan.id.in_(lost), (Plan.updated_at < cutoff) & ~alive))
              .order_by(Plan.updated_at).limit(limit))
@@ -465,13 +469,13 @@ class Updated:
     events: tuple[EventRecord, ...] = ()
 
 
-PATCHABLE = ("title", "labels", "max_debates")
+PATCHABLE = ("title", "labels", "max_debates", "priority")
 
 
 def update_plan(db: Database, plan_id: str, changes: dict[str, Any], *, actor: Principal | None = None) -> Updated:
     """Apply already-validated ``changes`` (a subset of :data:`PATCHABLE`) under the plan's
-    row lock, recording who changed what in a ``plan_updated`` event. ``max_debates``
-    changes only while the plan runs (:class:`Conflict` after): completions read it
+    row lock, recording who changed what in a ``plan_updated`` event. ``max_debates`` and
+    ``priority`` change only while the plan runs (:class:`Conflict` after): completions read it
     under the same lock, so a check that completes later sees the new limit."""
     unknown = set(changes) - set(PATCHABLE)
     if unknown:
@@ -480,8 +484,9 @@ def update_plan(db: Database, plan_id: str, changes: dict[str, Any], *, actor: P
         plan = s.get(Plan, plan_id, with_for_update=PLAN_LOCK)
         if plan is None:
             raise NotFound(f"no plan {plan_id!r}")
-        if "max_debates" in changes and plan.status in PLAN_FINAL:
-            raise Conflict(f"plan {plan_id} is {plan.status}: max_debates changes only while it runs")
+        for name in ("max_debates", "priority"):
+            if name in changes and plan.status in PLAN_FINAL:
+                raise Conflict(f"plan {plan_id} is {plan.status}: {name} changes only while it runs")
         changed = {k: v for k, v in changes.items() if getattr(plan, k) != v}
         for key, value in changed.items():
             setattr(plan, key, value)

@@ -36,6 +36,7 @@ class PlanRecord:
     notes: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # steering notes (storage.steering)
     forked_from: str | None = None  # a fork's source plan (storage.models.Plan.forked_from)
     fork_phase: str | None = None  # and the phase it runs anew from
+    priority: int = 0  # higher first among its tenant's held phases (storage.fairshare)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", PlanStatus(self.status))
@@ -75,6 +76,7 @@ class PhaseRecord:
     content_id: str | None = None  # the content it points at (its own, or a fork's source's)
     sent_hash: str | None = None  # what it was sent (orchestrator.plan.fingerprint)
     reused_from: str | None = None  # in a fork: the plan this completed phase was copied from
+    held_at: datetime | None = None  # fair share: waiting for its tenant's share (storage.fairshare)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", PhaseStatus(self.status))

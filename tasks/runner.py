@@ -40,7 +40,7 @@ from orchestrator.plan.prompts import build_request, divergence_retry, verdict_r
 from orchestrator.plan.registry import ModelResolver
 from orchestrator.plan.schema import BoardPlan, TeamPlan, parse_plan
 from orchestrator.plan.spending import refusal_message
-from storage import Database, Unavailable, event_shapes, phases, plans, spend, usage
+from storage import Database, Unavailable, event_shapes, fairshare, phases, plans, spend, usage
 from storage.read_models import PhaseRecord
 from storage.status import Outcome, PhaseStatus
 from tasks.briefer import Briefer
@@ -84,7 +84,10 @@ class PhaseRunner:
         self.models = ModelResolver.from_settings(settings)
         self.specs = SpecCache(self._load_plan)
         self.briefer = Briefer(db, settings)  # its reranker is loaded once per process, at first use
-        self._tenants: dict[str, str] = {}  # plan id -> tenant (immutable), read only under tenant budgets
+        self._tenants: dict[str, str] = {}  # plan id -> tenant (immutable), read under budgets or fair share
+        self.share = fairshare.policy_of(settings)  # None: fair share is off and costs nothing
+        # fair share: called with the plans whose held phase a finish released (their advance is due)
+        self.on_release: Callable[[Sequence[str]], None] | None = None
 
     def _load_plan(self, plan_id: str) -> BoardPlan | TeamPlan:
         return parse_plan(plans.get_spec(self.db, plan_id))
@@ -98,9 +101,16 @@ class PhaseRunner:
         full texts); the plan's spec comes from the per-process cache (read once per plan)."""
         with storage_boundary():
             plan = self.specs.get(plan_id) if plan_id is not None else None
-            claimed = phases.claim_phase(self.db, phase_id, owner=owner,
-                                         lease=timedelta(seconds=self.settings.lease_seconds))
-            if claimed is None:
+            lease = timedelta(seconds=self.settings.lease_seconds)
+            if self.share is not None and plan_id is not None:
+                claimed = fairshare.claim(self.db, phase_id, tenant=self.tenant_of(plan_id), policy=self.share,
+                                          owner=owner, lease=lease)
+                if claimed == fairshare.HELD:  # past its tenant's share: it waits in Postgres
+                    log.info("phase held: its tenant has its share in flight", extra={"action": "phase.held"})
+                    return None
+            else:
+                claimed = phases.claim_phase(self.db, phase_id, owner=owner, lease=lease)
+            if not isinstance(claimed, phases.Claimed):
                 phases.release_waiting(self.db, phase_id)  # arrived early: the next advance sends it
                 return None
             if plan is None or plan_id != claimed.phase.plan_id:
@@ -363,7 +373,8 @@ class PhaseRunner:
             self.db, plan_id=work.plan_id, phase_id=work.phase.id, attempt=work.attempt, text=text,
             summary=summary, truncated=completion.truncated, fallback=completion.fallback,
             offloaded=len(text) > self.settings.inline_limit, insertion=insertion, verdict=answer, events=events,
-            early_stop=early_stop, sent_hash=sent))
+            early_stop=early_stop, sent_hash=sent, share=self.share))
+        self.released(done.released)
         if done.status == Outcome.FENCED:
             log.warning("result discarded: another attempt owns the phase", extra={"action": "phase.fenced"})
             return done.status
@@ -399,12 +410,25 @@ class PhaseRunner:
         """Fail the phase, fenced by the attempt (cancelled instead when the plan was
         cancelled). Returns failed | cancelled | fenced."""
         done = self._durably(lambda: phases.fail_phase(self.db, plan_id=work.plan_id, phase_id=work.phase.id,
-                                                       attempt=work.attempt, code=code, message=message))
+                                                       attempt=work.attempt, code=code, message=message,
+                                                       share=self.share))
+        self.released(done.released)
         if done.status != Outcome.FENCED:
             publish_events(self.bus, work.plan_id, done.events)
             log.warning("phase %s %s: %s %s", work.key, done.status, code, message[:200],
                         extra={"action": f"phase.{done.status}"})
         return done.status
+
+    def released(self, plan_ids: Sequence[str]) -> None:
+        """Hand the plans whose held phase a finish released to ``on_release`` (their advance);
+        a failure there is left to the sweep, which finds the released phase as a lost message."""
+        if not plan_ids or self.on_release is None:
+            return
+        try:
+            self.on_release(plan_ids)
+        except Exception as exc:
+            log.warning("advance after a release failed (the sweep sends it): %s", exc,
+                        extra={"action": "phase.release_failed"})
 
     def renew(self, held: Sequence[tuple[str, int]]) -> dict[str, bool]:
         """The lease heartbeat (see :func:`storage.phases.renew_leases`)."""

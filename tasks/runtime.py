@@ -19,7 +19,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any, TypeVar
@@ -86,6 +86,12 @@ def build_runtime(settings: Settings, app: Celery, *, db: Database | None = None
     bus = bus or open_bus(settings.redis_url)
     coordinator = coordinator or Coordinator(db, settings, CeleryDispatcher(app), bus)
     runner = PhaseRunner(db, settings, bus, default_providers(testing=settings.testing))
+
+    def advance_released(plan_ids: Sequence[str]) -> None:  # fair share: a finish released their held phase
+        for plan_id in dict.fromkeys(plan_ids):
+            coordinator.advance(plan_id)
+
+    runner.on_release = advance_released
     worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
     courier = Courier(db, settings) if settings.webhook_key is not None else None  # no key: it could sign nothing
     runtime = Runtime(settings, db, coordinator, runner, LeaseKeeper(runner.renew, settings.heartbeat_seconds),

@@ -162,7 +162,7 @@ def plans_router(settings: Settings) -> APIRouter:
                   openapi_extra={"requestBody": PATCH_BODY},
                   responses=errors(400, 401, 403, 404, 409, 413, 415, 422, 503))
     async def update_plan(plan_id: str, request: Request, principal: Principal | None = writer) -> JSONResponse:
-        """Change `title`, `labels` or (while the plan runs) `max_debates`. Omitted fields stay;
+        """Change `title`, `labels` or (while the plan runs) `max_debates` and `priority` (-2..2). Omitted fields stay;
         `null` clears `labels` and is refused for the others; the merged plan is validated again."""
         ref = inp.plan_ref(plan_id)
         data = inp.parse_json_object(await inp.read_body(request, SMALL_BODY), inp.media_type(request))

@@ -2,7 +2,7 @@
 
 One command family per module:
 
-    plan_commands.py   submit, list, status, result, cancel
+    plan_commands.py   submit, list, status, result, update, cancel
     fork_commands.py   fork, diff: a what-if fork from any phase, and two plans side by side
     running.py         run, watch, resume (and what Ctrl-C does while following a plan)
     people_commands.py answer, approve, send-back, steer (a person's part in a plan)

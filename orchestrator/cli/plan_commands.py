@@ -1,4 +1,4 @@
-"""``conclave submit | list | status | result | cancel``: put a plan in, find it again, read
+"""``conclave submit | list | status | result | update | cancel``: put a plan in, find it again, read
 it, stop it.
 
 Each takes a plan by its id, a unique prefix of it (``conclave status 138bbc26``) or its
@@ -156,7 +156,8 @@ def status(plan_id: str, as_json: bool, url: str | None, token: str | None, tena
         c = Console()
         c.print(f"[bold]{escape(view.title)}[/bold]", highlight=False)
         c.print(f"plan {view.id}  {escape(f'[{view.status}]')}  "
-                f"{view.done}/{len(view.phases)} done  {view.usage.total_tokens:,} tokens"
+                + (f"priority {view.priority}  " if view.priority else "")
+                + f"{view.done}/{len(view.phases)} done  {view.usage.total_tokens:,} tokens"
                 + (" (est.)" if view.usage.estimated else "") + spent_line(view), highlight=False, soft_wrap=True)
         if view.forked_from:
             reused = sum(1 for p in view.phases if p.reused_from)
@@ -172,7 +173,7 @@ def status(plan_id: str, as_json: bool, url: str | None, token: str | None, tena
                 said += f"  answered by {p.model} (fallback: {', '.join(p.fell_back_from)} failed)"
             if p.stand_in:
                 said += f"  written by code: every model failed ({p.stand_in.get('code')})"
-            c.print(f"  {p.status:<10} {p.key:<28} {p.expert or '':<12} {run}"
+            c.print(f"  {'held' if p.held else p.status:<10} {p.key:<28} {p.expert or '':<12} {run}"
                     + (f"  {p.error_code}" if p.error_code else "") + escape(said), highlight=False, soft_wrap=True)
         from orchestrator.client.console import decision_lines, early_stop_line
 
@@ -219,6 +220,32 @@ def result(plan_id: str, url: str | None, token: str | None, tenant: str | None)
     with common.client(settings, worker=False, url=url, token=token, tenant=tenant) as conclave, \
             Looking(settings, url, tenant):
         click.echo(conclave.result(plan_id))
+
+
+@click.command()
+@click.argument("ref")
+@click.option("--priority", type=int, default=None, help="-2..2: higher first among the tenant's held phases.")
+@click.option("--title", default=None, help="A new title.")
+@click.option("--json", "as_json", is_flag=True)
+@remote
+@tenant
+@errors
+def update(ref: str, priority: int | None, title: str | None, as_json: bool, url: str | None, token: str | None,
+           tenant: str | None) -> None:
+    """Change a plan while it runs: its priority (and title); a wrong value names the field."""
+    changes = {k: v for k, v in {"priority": priority, "title": title}.items() if v is not None}
+    if not changes:
+        raise click.UsageError("nothing to change: give --priority or --title")
+    settings = common.settings()
+    tenant = common.scope(tenant, url)
+    with common.client(settings, worker=False, url=url, token=token, tenant=tenant) as conclave, \
+            Looking(settings, url, tenant):
+        view = conclave.update(ref, **changes)
+    if as_json:
+        click.echo(json.dumps({"plan_id": view.id, "title": view.title, "priority": view.priority,
+                               "status": view.status}))
+    else:
+        click.echo(f"{view.id}: priority {view.priority}, title {view.title!r} [{view.status}]")
 
 
 @click.command()

@@ -146,6 +146,13 @@ class Conclave:
         :class:`~orchestrator.core.errors.DocumentNotFound` when the plan has none by that id."""
         return self.backend.document(plan_id, doc_id)
 
+    def update(self, plan_id: str, **changes: Any) -> PlanView:
+        """Change the plan's ``title``, ``labels``, or while it runs ``max_debates`` and
+        ``priority`` (-2..2: higher first among its tenant's phases held for their share), as
+        ``PATCH /v1/plans/{id}`` does; returns the plan as it is now. A wrong value is
+        :class:`~orchestrator.core.errors.InvalidPlan` naming the field."""
+        return self.backend.update(plan_id, dict(changes))
+
     def cancel(self, plan_id: str) -> CancelResult:
         """Flag the plan cancelled: queued phases end without running, running ones at their
         next safe point. A final plan stays as it is (``cancelled`` is then empty)."""

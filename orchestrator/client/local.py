@@ -143,6 +143,10 @@ class LocalBackend:
     def document(self, plan_id: str, doc_id: str) -> DocumentView:
         return self.reads.document(plan_id, doc_id, principal=self.principal)
 
+    def update(self, plan_id: str, changes: dict[str, Any]) -> PlanView:
+        plan = self.coordinator.update(plan_id, changes, principal=self.principal)
+        return self.reads.view(plan.id, principal=self.principal)
+
     def cancel(self, plan_id: str) -> CancelResult:
         return self.coordinator.cancel(plan_id, principal=self.principal)
 

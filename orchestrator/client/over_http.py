@@ -156,6 +156,10 @@ class HttpBackend:
         return self._read(lambda: DocumentView(**_known(
             DocumentView, body, chunks=[ChunkSpan(**_known(ChunkSpan, c)) for c in body["chunks"]])))
 
+    def update(self, plan_id: str, changes: dict[str, Any]) -> PlanView:
+        body = self._json("PATCH", _plan_path(plan_id), json=changes)
+        return self._read(lambda: plan_view_from_dict(body))
+
     def cancel(self, plan_id: str) -> CancelResult:
         body = self._json("POST", _plan_path(plan_id, "cancel"))
         return self._read(lambda: CancelResult(plan_id=str(body["plan_id"]), cancelled=list(body["cancelled"]),

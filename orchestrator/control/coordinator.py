@@ -36,7 +36,7 @@ from orchestrator.plan.human import check_deadlines
 from orchestrator.plan.registry import ModelResolver
 from orchestrator.plan.schema import check_update, dump_plan, load_plan, parse_plan
 from orchestrator.plan.spending import budget_view, exhausted_summary
-from storage import Database, contents, phases, plans, retention, spend, usage
+from storage import Database, contents, fairshare, phases, plans, retention, spend, usage
 from storage import exceptions as storage_errors
 from storage.identity import DEFAULT_TENANT, Principal
 from storage.models import utcnow
@@ -114,7 +114,7 @@ class Coordinator:
         created = plans.create_plan(
             self.db, title=plan.title, kind=plan.kind, spec=dump_plan(plan), phases=expand(plan),
             task_id=plan.task_id, max_active=self.settings.max_active_plans, max_debates=plan.max_debates,
-            labels=plan.labels,
+            labels=plan.labels, priority=plan.priority,
             tenant=tenant, principal=principal,
             submit_rate=self.settings.submit_rate, briefing=ingest(plan.briefing, self.settings),
             monthly_usd=self.settings.tenant_budget(tenant))
@@ -162,7 +162,7 @@ class Coordinator:
         created = plans.create_plan(
             self.db, title=plan.title, kind=plan.kind, spec=dump_plan(plan), phases=chosen.phases,
             task_id=plan.task_id, max_active=self.settings.max_active_plans, max_debates=plan.max_debates,
-            labels=plan.labels, tenant=state.plan.tenant, principal=principal,
+            labels=plan.labels, priority=plan.priority, tenant=state.plan.tenant, principal=principal,
             submit_rate=self.settings.submit_rate, briefing=briefing,
             monthly_usd=self.settings.tenant_budget(state.plan.tenant), fork=fork)
         publish_events(self.bus, created.plan_id, created.events)
@@ -315,13 +315,20 @@ class Coordinator:
     @translate_storage
     def reconcile(self) -> list[str]:
         """Beat: re-derive the canvas of every plan that stopped moving, after releasing what
-        dead attempts still held reserved (:func:`storage.spend.release_stale`)."""
+        dead attempts still held reserved (:func:`storage.spend.release_stale`) and, under fair
+        share, the held phases that fit the free slots (:func:`storage.fairshare.release_held`)."""
         released = spend.release_stale(self.db)
         if released:
             log.info("released %d reservation(s) of attempts that no longer run", released,
                      extra={"action": "reconcile.released"})
+        share = fairshare.policy_of(self.settings)
+        freed = fairshare.release_held(self.db, share) if share is not None else []
+        if freed:  # the backstop: a release lost with its worker, a slot a limit change freed
+            log.info("released %d held phase(s) into free slots", len(freed),
+                     extra={"action": "reconcile.released_held"})
         stalled = plans.stalled_plan_ids(self.db, now=utcnow(),
                                          requeue_after=timedelta(seconds=self.settings.requeue_after))
+        stalled = [*dict.fromkeys(freed), *(p for p in stalled if p not in freed)]
         nudged = []
         recorder().reconciled("stalled", len(stalled))
         for plan_id in stalled:
@@ -357,15 +364,16 @@ class Coordinator:
 
     @translate_storage
     def update(self, ref: str, changes: dict[str, Any], *, principal: Principal | None = None) -> PlanRecord:
-        """Change a plan's title, labels or (while it runs) ``max_debates``: ``changes`` holds
+        """Change a plan's title, labels or (while it runs) ``max_debates`` and ``priority``: ``changes`` holds
         only the fields the caller sent, merged with the stored plan and validated again as a
         whole before anything is stored (:func:`orchestrator.plan.schema.check_update`)."""
         plan_id = self.reads.resolve(ref, principal)
         current = plans.get_plan(self.db, plan_id)
-        merged = check_update(current.title, current.labels, current.max_debates, changes)
+        merged = check_update(current.title, current.labels, current.max_debates, changes, current.priority)
         try:
             updated = plans.update_plan(self.db, plan_id, merged, actor=principal)
-        except storage_errors.Conflict as exc:  # max_debates of a plan that has ended
-            raise PlanConflict(str(exc), details=[{"field": "max_debates", "message": "the plan has ended"}]) from exc
+        except storage_errors.Conflict as exc:  # max_debates or priority of a plan that has ended
+            field_name = "priority" if "priority" in merged else "max_debates"
+            raise PlanConflict(str(exc), details=[{"field": field_name, "message": "the plan has ended"}]) from exc
         publish_events(self.bus, plan_id, updated.events)
         return updated.plan

@@ -168,6 +168,19 @@ class Settings(BaseSettings):
     tenant_budgets: Annotated[dict[str, float], NoDecode] = Field(
         default_factory=dict, description="Per-tenant monthly budgets in US dollars, overriding "
                                           "CONCLAVE_TENANT_MONTHLY_USD: `acme=50,beta=10` or a JSON object")
+    tenant_max_in_flight: int = Field(
+        0, ge=0, description="Fair share: the most phases one tenant may have running at once across the fleet; "
+                             "ready phases past it wait in Postgres (held) until its own phases finish; "
+                             "0: no limit (CONCLAVE_TENANT_IN_FLIGHT overrides per tenant)")
+    tenant_in_flight: Annotated[dict[str, float], NoDecode] = Field(
+        default_factory=dict, description="Per-tenant limits of phases in flight, overriding "
+                                          "CONCLAVE_TENANT_MAX_IN_FLIGHT: `acme=8,beta=2` or a JSON object")
+    tenant_weights: Annotated[dict[str, float], NoDecode] = Field(
+        default_factory=dict, description="Weights of the weighted round-robin in which held phases of "
+                                          "different tenants are released (default 1): `acme=3,beta=1`")
+    fleet_max_in_flight: int = Field(
+        0, ge=0, description="The most phases the whole fleet runs at once under fair share (0: no fleet cap); "
+                             "a slot it frees goes to the tenants with held work by weighted round-robin")
     testing: bool = Field(False, description="Accept test-only behaviour (the offline model's fault switches), "
                                              "on the API and on each worker; never in production")
 
@@ -185,29 +198,32 @@ class Settings(BaseSettings):
                 raise ValueError(f"not a JSON array: {exc.msg}") from None
         return [part.strip() for part in text.split(",") if part.strip()]
 
+    @field_validator("tenant_in_flight", "tenant_weights", mode="before")
+    @classmethod
+    def _shares(cls, value: Any) -> Any:
+        """``tenant=number`` pairs, comma-separated, or a JSON object; each tenant once."""
+        return _dollars_by_tenant(_pairs(value, "number") if isinstance(value, str) else value, unit="a number")
+
+    def in_flight_limit(self, tenant: str) -> int:
+        """The most phases ``tenant`` may have running at once (0: no limit)."""
+        return int(self.tenant_in_flight.get(tenant, self.tenant_max_in_flight))
+
+    def weight(self, tenant: str) -> float:
+        """The tenant's weight in the round-robin of releases (1 unless the operator set one)."""
+        return self.tenant_weights.get(tenant, 1.0)
+
+    @property
+    def fair_share(self) -> bool:
+        """Some limit of phases in flight is set (otherwise a claim and a completion pay nothing for it)."""
+        return bool(self.tenant_max_in_flight or self.tenant_in_flight or self.fleet_max_in_flight)
+
     @field_validator("tenant_budgets", mode="before")
     @classmethod
     def _budgets(cls, value: Any) -> Any:
         """``tenant=dollars`` pairs, comma-separated, or a JSON object; each tenant once."""
         if not isinstance(value, str):
             return _dollars_by_tenant(value)
-        text = value.strip()
-        if text.startswith("{"):
-            try:
-                return _dollars_by_tenant(json.loads(text))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"not a JSON object: {exc.msg}") from None
-        pairs: dict[str, Any] = {}
-        for part in (p.strip() for p in text.split(",")):
-            if not part:
-                continue
-            tenant, sep, amount = part.partition("=")
-            if not sep:
-                raise ValueError(f"{part!r} is not tenant=dollars (e.g. acme=50)")
-            if tenant.strip() in pairs:
-                raise ValueError(f"tenant {tenant.strip()!r} is given twice")
-            pairs[tenant.strip()] = amount.strip()
-        return _dollars_by_tenant(pairs)
+        return _dollars_by_tenant(_pairs(value))
 
     def tenant_budget(self, tenant: str) -> float | None:
         """The tenant's budget for a calendar month in US dollars, or None when it has none."""
@@ -358,18 +374,41 @@ class Settings(BaseSettings):
         return env
 
 
-def _dollars_by_tenant(value: Any) -> dict[str, float]:
-    """Tenant -> a positive, finite number of US dollars; a wrong one names its tenant."""
+def _pairs(value: str, what: str = "dollars") -> Any:
+    """``tenant=value`` pairs, comma-separated, or a JSON object, as a dict; each tenant once."""
+    text = value.strip()
+    if text.startswith("{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not a JSON object: {exc.msg}") from None
+    pairs: dict[str, Any] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        tenant, sep, amount = part.partition("=")
+        if not sep:
+            raise ValueError(f"{part!r} is not tenant={what} (e.g. acme=50)")
+        if tenant.strip() in pairs:
+            raise ValueError(f"tenant {tenant.strip()!r} is given twice")
+        pairs[tenant.strip()] = amount.strip()
+    return pairs
+
+
+def _dollars_by_tenant(value: Any, unit: str = "an amount of US dollars") -> dict[str, float]:
+    """Tenant -> a positive, finite number (of US dollars); a wrong one names its tenant."""
     if not isinstance(value, dict):
-        raise ValueError("must be tenant=dollars pairs (acme=50,beta=10) or a JSON object")
+        raise ValueError("must be tenant=value pairs (acme=50,beta=10) or a JSON object" if unit == "a number"
+                         else "must be tenant=dollars pairs (acme=50,beta=10) or a JSON object")
     budgets: dict[str, float] = {}
     for tenant, amount in value.items():
         try:
             dollars = float(amount)
         except (TypeError, ValueError):
-            raise ValueError(f"tenant {tenant!r}: {amount!r} is not an amount of US dollars") from None
+            raise ValueError(f"tenant {tenant!r}: {amount!r} is not {unit}") from None
         if isinstance(amount, bool) or not 0 < dollars < float("inf"):
-            raise ValueError(f"tenant {tenant!r}: the budget must be a positive number of US dollars")
+            raise ValueError(f"tenant {tenant!r}: it must be {unit}, positive" if unit != "an amount of US dollars"
+                             else f"tenant {tenant!r}: the budget must be a positive number of US dollars")
         budgets[check_tenant(str(tenant))] = dollars
     return budgets
 

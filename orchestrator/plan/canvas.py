@@ -106,7 +106,8 @@ def region(phases: Sequence[PhaseRecord], heads: Sequence[PhaseRecord], resent: 
     while changed:
         changed = False
         for p in phases:
-            if p.key in inside or p.status != PhaseStatus.PENDING or not p.depends_on or p.human:
+            if p.key in inside or p.status != PhaseStatus.PENDING or not p.depends_on or p.human \
+                    or p.held_at is not None:  # held for its tenant's share: only a release sends it
                 continue
             deps = [by_key.get(k) for k in p.depends_on]
             if any(d is None for d in deps):

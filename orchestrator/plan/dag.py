@@ -153,12 +153,15 @@ def sendable(phases: Sequence[PhaseRecord], *, now: datetime, cutoff: datetime, 
     - a running phase whose lease expired (its worker died), unless re-sent since ``cutoff``.
 
     ``force`` (resume) sends every such phase however recently it was sent. A person's seat
-    is never sent: :func:`to_ask` names the seats to ask."""
+    is never sent: :func:`to_ask` names the seats to ask; nor is a phase held for its tenant's
+    share (:mod:`storage.fairshare`), even by a resume: only a release lets it go."""
     by_key = {p.key: p for p in phases}
     out = []
     for p in phases:
         if p.human:  # a person's seat is asked, never sent (:func:`to_ask`)
             continue
+        if p.held_at is not None and p.status == PhaseStatus.PENDING:
+            continue  # waits for its tenant's share: released by a finishing phase or the sweep
         if p.status == PhaseStatus.PENDING and inputs_done(p, by_key):
             since = ready_since(p, by_key)
             stale = p.enqueued_at is not None and p.enqueued_at < cutoff and (since is None or since < cutoff)

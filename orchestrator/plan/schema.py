@@ -164,6 +164,9 @@ class Final(_Strict):
 
 Title = Annotated[str, Field(min_length=1, max_length=300)]
 MaxDebates = Annotated[int, Field(ge=0, le=10)]
+#: higher first among its tenant's phases held for their share (storage.fairshare); a setting, not
+#: part of what the plan is: kept out of the stored spec, changed by PATCH while the plan runs
+Priority = Annotated[int, Field(ge=-2, le=2, description="-2..2, higher first within the tenant's share")]
 Labels = Annotated[list[Label], Field(max_length=MAX_LABELS, description="a client's tags; no repeats")]
 
 
@@ -174,6 +177,7 @@ class _PlanBase(_Strict):
     models: dict[str, ModelConfig] = Field(default_factory=dict, max_length=50)
     experts: list[Expert] = Field(min_length=1, max_length=24)
     max_debates: MaxDebates = 1
+    priority: Priority = 0
     labels: Labels = Field(default_factory=list)
     budget: Budget | None = None
     briefing: list[BriefingDocument] = Field(default_factory=list, max_length=10_000)
@@ -478,6 +482,7 @@ def _is_path(source: str | Path) -> bool:
 
 def dump_plan(plan: BoardPlan | TeamPlan) -> dict[str, Any]:
     data = plan.model_dump(mode="json")
+    del data["priority"]  # a setting stored in its column (plans.priority), patchable: the spec never changes
     if data["briefing"]:
         data["briefing"] = [{k: v for k, v in d.items() if v is not None} for d in data["briefing"]]
     else:  # plans without a briefing keep the spec they always had
@@ -498,11 +503,12 @@ def dump_plan(plan: BoardPlan | TeamPlan) -> dict[str, Any]:
 
 class PlanUpdate(_Strict):
     """A ``PATCH`` of a plan: only the fields sent change. ``null`` clears ``labels``; it is
-    refused for ``title`` and ``max_debates``, which a plan always has."""
+    refused for ``title``, ``max_debates`` and ``priority``, which a plan always has."""
 
     title: Title | None = None
     labels: Labels | None = None
     max_debates: MaxDebates | None = None
+    priority: Priority | None = None
 
 
 class _Patched(_Strict):
@@ -511,6 +517,7 @@ class _Patched(_Strict):
     title: Title
     labels: Labels
     max_debates: MaxDebates
+    priority: Priority
 
     @field_validator("labels")
     @classmethod
@@ -518,7 +525,7 @@ class _Patched(_Strict):
         return check_labels(v)
 
 
-def check_update(title: str, labels: list[str], max_debates: int, patch: Any) -> dict[str, Any]:
+def check_update(title: str, labels: list[str], max_debates: int, patch: Any, priority: int = 0) -> dict[str, Any]:
     """The fields ``patch`` (a client's JSON object) changes, with their validated values:
     the fields sent (``model_fields_set``, so a ``null`` is told apart from an omission)
     merged over the stored ``title``, ``labels`` and ``max_debates``, and the merged whole
@@ -533,7 +540,7 @@ def check_update(title: str, labels: list[str], max_debates: int, patch: Any) ->
                 raise _FieldError(name, f"{name} cannot be null: every plan has one")
         if not sent:
             raise _FieldError("body", f"nothing to change: send one of {', '.join(PlanUpdate.model_fields)}")
-        merged = {"title": title, "labels": labels, "max_debates": max_debates,
+        merged = {"title": title, "labels": labels, "max_debates": max_debates, "priority": priority,
                   **{k: (getattr(update, k) if getattr(update, k) is not None else []) for k in sent}}
         checked = _Patched.model_validate(merged)
     except _FieldError as exc:

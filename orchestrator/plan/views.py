@@ -63,6 +63,8 @@ class PhaseView:
     #: [] when no model wrote it (a person, a tally, a stand-in)
     model: str | None = None
     fell_back_from: list[str] = field(default_factory=list)
+    #: fair share: a pending phase held until its tenant has a free slot (storage.fairshare)
+    held: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,8 @@ class PlanView:
     notes: list[dict[str, Any]] = field(default_factory=list)
     #: a what-if fork's source: ``{"plan_id", "phase"}`` (the phase it runs anew from); None otherwise
     forked_from: dict[str, Any] | None = None
+    #: -2..2, higher first among its tenant's phases held for their share (storage.fairshare)
+    priority: int = 0
 
     @property
     def done(self) -> int:
@@ -168,13 +172,15 @@ def plan_view(state: PlanState, usage_rows: list[UsageRecord]) -> PlanView:
                           else None, answered_by=(ph.meta.get("answer") or {}).get("by"),
                           asked=(ph.meta.get("ask") or {}).get("prompt"), reused_from=ph.reused_from,
                           stand_in=(ph.verdict or {}).get("stand_in"), model=answers[ph.id][0],
-                          fell_back_from=answers[ph.id][1])
+                          fell_back_from=answers[ph.id][1],
+                          held=ph.held_at is not None and ph.status == PhaseStatus.PENDING)
                 for ph in state.phases],
         decision=decision_of(state), early_stop=early_stop_of(state), warnings=panel_warnings(p.spec),
         budget=budget_view(p.spec.get("budget"), sum(r.input_tokens + r.output_tokens for r in usage_rows),
                            _cost(usage_rows)),
         awaiting=awaited_of(state), approval=approval_of(state), notes=[dict(n) for n in p.notes],
         forked_from={"plan_id": p.forked_from, "phase": p.fork_phase} if p.forked_from else None,
+        priority=p.priority,
     )
 
 

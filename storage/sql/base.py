@@ -34,7 +34,9 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    Integer,
     Row,
+    String,
     and_,
     bindparam,
     case,
@@ -121,11 +123,29 @@ def text_sha256(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class ShareCheck:
+    """A claim within fair share (:mod:`storage.fairshare`): the phase's tenant, its limit of
+    phases in flight (0: none) and the fleet's (0: none)."""
+
+    tenant: str
+    limit: int
+    fleet: int = 0
+
+    @property
+    def fleet_capped(self) -> bool:
+        return self.fleet > 0
+
+    def params(self) -> dict[str, Any]:
+        return {"share_tenant": self.tenant, "share_limit": self.limit or 2**31 - 1, "fleet_limit": self.fleet}
+
+
+@dataclass(frozen=True)
 class PlanLock:
     """The plan row, locked by the write that finishes one of its phases."""
 
     cancel_requested: bool
     max_debates: int
+    held: bool = False  # some phase is held for its tenant's share (storage.fairshare), as the lock saw it
 
 
 class Statements:
@@ -223,9 +243,46 @@ class Statements:
                         lease_expires_at=bindparam("expires", type_=PHASES.c.started_at.type), started_at=now,
                         enqueued_at=None))
 
+    def within_share(self, fleet: bool) -> ColumnElement[bool]:
+        """Fair share (:mod:`storage.fairshare`): the claiming phase's tenant has fewer phases
+        running on a live lease than ``share_limit`` (and, with ``fleet``, the fleet fewer than
+        ``fleet_limit``). Read in the claim's own snapshot: the caller holds the share's lock."""
+        now = bindparam("now", type_=PHASES.c.started_at.type)
+        run, plan = PHASES.alias("run"), PLANS.alias("run_plan")
+        # in flight: running on a live lease, or released and not claimed yet (a slot kept for it) —
+        # this phase itself not counted
+        live = or_((run.c.status == PhaseStatus.RUNNING) & (run.c.lease_expires_at >= now),
+                   (run.c.status == PhaseStatus.PENDING) & run.c.released_at.is_not(None) & run.c.held_at.is_(None)
+                   & (run.c.id != PHASES.c.id)) & (plan.c.status == PlanStatus.RUNNING)
+        running = select(func.count()).select_from(run.join(plan, plan.c.id == run.c.plan_id))
+        tenant = bindparam("share_tenant", type_=String)
+        mine = running.where(live, plan.c.tenant == tenant).scalar_subquery()
+        within = mine < bindparam("share_limit", type_=Integer)
+        if fleet:
+            within = within & (running.where(live).scalar_subquery() < bindparam("fleet_limit", type_=Integer))
+        # no jumping the queue: while phases wait held (the tenant's; any, under a fleet cap), only
+        # a released one takes a slot — the others are held behind them, in the release order
+        waits = select(run.c.id).select_from(run.join(plan, plan.c.id == run.c.plan_id)).where(
+            run.c.held_at.is_not(None), run.c.status == PhaseStatus.PENDING, plan.c.status == PlanStatus.RUNNING)
+        if not fleet:
+            waits = waits.where(plan.c.tenant == tenant)
+        return within & (PHASES.c.released_at.is_not(None) | ~waits.exists())
+
+    def claim_statement(self, fleet: bool | None) -> Update:
+        """The claim (:attr:`claim_update`), within the share when ``fleet`` is not None."""
+        key = ("claim", fleet)
+        if key not in self._variants:
+            update_ = self.claim_update if fleet is None else self.claim_update.where(self.within_share(fleet))
+            self._variants[key] = update_.returning(*[PHASES.c[name] for name in PHASE_FIELDS], self.plan_notes())
+        return self._variants[key]
+
+    @cached_property
+    def _variants(self) -> dict[Any, Any]:
+        return {}
+
     @cached_property
     def _claim_returning(self) -> Update:
-        return self.claim_update.returning(*[PHASES.c[name] for name in PHASE_FIELDS], self.plan_notes())
+        return self.claim_statement(None)
 
     @cached_property
     def _progress(self) -> Any:
@@ -246,7 +303,12 @@ class Statements:
     def _lock(self) -> Update:
         return (update(PLANS).where(PLANS.c.id == bindparam("plan_id"))
                 .values(updated_at=bindparam("now", type_=PLANS.c.updated_at.type))
-                .returning(PLANS.c.cancel_requested, PLANS.c.max_debates))
+                .returning(PLANS.c.cancel_requested, PLANS.c.max_debates, self.any_held()))
+
+    def any_held(self) -> Any:
+        """Some phase is held for its tenant's share (:mod:`storage.fairshare`): read by the lock
+        of every finishing write, so a finish with nothing held pays no statement for a release."""
+        return select(PHASES.c.id).where(PHASES.c.held_at.is_not(None), PHASES.c.status == PhaseStatus.PENDING).exists()
 
     @cached_property
     def _content_insert(self) -> Any:
@@ -292,11 +354,14 @@ class Statements:
 
     # ------------------------------------------------------------ operations, as plain statements
 
-    def claim(self, conn: Executor, phase_id: str, *, owner: str, now: datetime, lease: timedelta) -> Claimed | None:
+    def claim(self, conn: Executor, phase_id: str, *, owner: str, now: datetime, lease: timedelta,
+              share: ShareCheck | None = None) -> Claimed | None:
         """Claim a phase, store ``phase_started`` and read its inputs, in the caller's
-        transaction. None when the claim was refused (nothing written)."""
-        row = conn.execute(self._claim_returning, {"phase_id": phase_id, "owner": owner, "now": now,
-                                                   "expires": now + lease}).first()
+        transaction. None when the claim was refused (nothing written). With ``share``, only
+        within it (:meth:`within_share`)."""
+        statement = self._claim_returning if share is None else self.claim_statement(share.fleet_capped)
+        row = conn.execute(statement, {"phase_id": phase_id, "owner": owner, "now": now, "expires": now + lease,
+                                       **(share.params() if share else {})}).first()
         if row is None:
             return None
         phase = phase_record(row._mapping)
@@ -330,7 +395,7 @@ class Statements:
         writes serialise per plan (progress k/n is exact) and never deadlock — and read the
         plan's mutable settings under the lock."""
         row = conn.execute(self._lock, {"plan_id": plan_id, "now": now}).first()
-        return None if row is None else PlanLock(bool(row[0]), int(row[1]))
+        return None if row is None else PlanLock(bool(row[0]), int(row[1]), bool(row[2]))
 
     def store_result(self, conn: Executor, plan_id: str, r: Result, now: datetime) -> Row[Any] | None:
         """The content, then the fenced status update pointing the phase at it. Returns the

@@ -53,6 +53,7 @@ from storage.sql.base import (
     Claimed,
     Executor,
     Result,
+    ShareCheck,
     Statements,
     phase_record,
     split_inputs,
@@ -116,8 +117,17 @@ class PostgresStatements(Statements):
 
     @cached_property
     def _claim_fold(self) -> tuple[Select[Any], str]:
-        claimed = self.claim_update.returning(*[PHASES.c[name] for name in PHASE_FIELDS],
-                                              self.plan_notes()).cte("claimed")
+        return self._fold(None)
+
+    def _fold(self, fleet: bool | None) -> tuple[Select[Any], str]:
+        """The claim folded with its event and inputs; within fair share when ``fleet`` is not None."""
+        key = ("fold", fleet)
+        if key not in self._variants:
+            self._variants[key] = self._build_fold(self.claim_statement(fleet))
+        return self._variants[key]
+
+    def _build_fold(self, claim: Any) -> tuple[Select[Any], str]:
+        claimed = claim.cte("claimed")
         counts = (select(self.final_count().label("k"), func.count().label("n")).select_from(PHASES)
                   .where(PHASES.c.plan_id == select(claimed.c.plan_id).scalar_subquery()).cte("counts"))
         event = event_shapes.phase_started(_Columns(claimed.c), attempt=sql(claimed.c.attempt),
@@ -137,10 +147,11 @@ class PostgresStatements(Statements):
                      .order_by(inputs.c.position))
         return statement, event.type
 
-    def claim(self, conn: Executor, phase_id: str, *, owner: str, now: datetime, lease: timedelta) -> Claimed | None:
-        statement, kind = self._claim_fold
-        rows = conn.execute(statement, {"phase_id": phase_id, "owner": owner, "now": now,
-                                        "expires": now + lease}).all()
+    def claim(self, conn: Executor, phase_id: str, *, owner: str, now: datetime, lease: timedelta,
+              share: ShareCheck | None = None) -> Claimed | None:
+        statement, kind = self._claim_fold if share is None else self._fold(share.fleet_capped)
+        rows = conn.execute(statement, {"phase_id": phase_id, "owner": owner, "now": now, "expires": now + lease,
+                                        **(share.params() if share else {})}).all()
         if not rows:
             return None
         first = rows[0]._mapping

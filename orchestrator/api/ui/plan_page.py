@@ -89,6 +89,8 @@ def overview(snap: PlanSnapshot) -> Markup:
         facts.append(("task id", Markup("<code>{}</code>").format(view.task_id)))
     if view.labels:
         facts.append(("labels", join((Markup('<span class="label">{}</span>').format(x) for x in view.labels), " ")))
+    if view.priority:  # only what differs from the default: higher first among its tenant's held phases
+        facts.append(("priority", f"{view.priority:+d}"))
     if view.forked_from:
         source, at = view.forked_from["plan_id"], view.forked_from["phase"]
         reused = sum(1 for p in view.phases if p.reused_from)

@@ -19,6 +19,7 @@ from tests.mutants.catalogue import (
     briefing,
     connections,
     deliberation,
+    fairshare,
     fence,
     fleet,
     flow,
@@ -41,4 +42,4 @@ MUTATIONS: tuple[Mutation, ...] = (
     *plans.MUTATIONS, *fence.MUTATIONS, *flow.MUTATIONS, *tenancy.MUTATIONS, *trust.MUTATIONS, *hotpath.MUTATIONS,
     *briefing.MUTATIONS, *offline.MUTATIONS, *api.MUTATIONS, *fleet.MUTATIONS, *observability.MUTATIONS,
     *races.MUTATIONS, *systematic.MUTATIONS, *deliberation.MUTATIONS, *money.MUTATIONS, *people.MUTATIONS,
-    *forks.MUTATIONS, *connections.MUTATIONS, *webhooks.MUTATIONS)
+    *forks.MUTATIONS, *connections.MUTATIONS, *webhooks.MUTATIONS, *fairshare.MUTATIONS)

@@ -64,8 +64,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="a patch whose merged plan is invalid (a repeated label) is stored"),
     mutation(
         "max-debates-patched-after-the-end", "I46", "storage/plans.py",
-        '        if "max_debates" in changes and plan.status in PLAN_FINAL:\n',
-        "        if False:\n",
+        '            if name in changes and plan.status in PLAN_FINAL:\n',
+        "            if False:\n",
         tests=(PATCH,),
         why="the debate limit of a plan that has ended is changed and reported as a success"),
     mutation(

@@ -137,8 +137,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     # I13 — cancellation at every safe point
     mutation(
         "no-cancel-check-at-completion", "I13", "storage/phases.py",
-        "            if plan.cancel_requested:\n                return _cancel(",
-        "            if False:\n                return _cancel(",
+        "            if plan.cancel_requested:\n                return _released(db, s, share, plan, now, _cancel(",
+        "            if False:\n                return _released(db, s, share, plan, now, _cancel(",
         tests=(f"{CANCEL}::test_a_result_that_arrives_after_the_cancel_ends_cancelled{PG}",),
         why="a result that arrives after the cancel completes the phase"),
     mutation(

@@ -109,9 +109,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     mutation(
         "fork-admitted-past-the-cap", "I80", "orchestrator/control/coordinator.py",
         "            task_id=plan.task_id, max_active=self.settings.max_active_plans, max_debates=plan.max_debates,\n"
-        "            labels=plan.labels, tenant=state.plan.tenant,",
+        "            labels=plan.labels, priority=plan.priority, tenant=state.plan.tenant,",
         "            task_id=plan.task_id, max_active=10**9, max_debates=plan.max_debates,\n"
-        "            labels=plan.labels, tenant=state.plan.tenant,",
+        "            labels=plan.labels, priority=plan.priority, tenant=state.plan.tenant,",
         tests=(TENANCY,),
         why="a fork is not counted against its tenant's active cap: forks run past CONCLAVE_MAX_ACTIVE_PLANS"),
 )

@@ -95,8 +95,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "plan-row-not-locked", "I7", "storage/sql/base.py",
         '        return (update(PLANS).where(PLANS.c.id == bindparam("plan_id"))\n'
         '                .values(updated_at=bindparam("now", type_=PLANS.c.updated_at.type))\n'
-        "                .returning(PLANS.c.cancel_requested, PLANS.c.max_debates))\n",
-        "        return (select(PLANS.c.cancel_requested, PLANS.c.max_debates)\n"
+        "                .returning(PLANS.c.cancel_requested, PLANS.c.max_debates, self.any_held()))\n",
+        "        return (select(PLANS.c.cancel_requested, PLANS.c.max_debates, self.any_held())\n"
         '                .where(PLANS.c.id == bindparam("plan_id")))\n',
         tests=(f"{DEBATES}::test_a_debate_insertion_waits_for_the_plans_row",
                f"{FENCE}::test_the_writes_that_finish_a_phase_take_its_plans_row_first"),
