@@ -38,8 +38,8 @@ def cli() -> None:
 
 
 for command in (running.run, plans.submit, plans.list_plans, plans.status, running.watch, plans.result,
-                running.resume, plans.cancel, people.answer, people.approve, people.send_back, people.steer,
-                forks.fork, forks.diff, info.info, fleet.worker, fleet.beat, fleet.api, fleet.flower,
+                running.resume, plans.update, plans.cancel, people.answer, people.approve, people.send_back,
+                people.steer, forks.fork, forks.diff, info.info, fleet.worker, fleet.beat, fleet.api, fleet.flower,
                 fleet.health, fleet.db, tokens.tokens, hooks.webhooks):
     cli.add_command(command)
 
