@@ -23,6 +23,7 @@ from storage.event_shapes import NewEvent
 from storage.models import FleetState, utcnow
 from storage.read_models import NewChunk, NewDocument, NewPhase
 from tasks.housekeeping import Housekeeper
+from tests.integration.repositories import ledger
 from tests.integration.repositories.ledger import claim, complete, spend
 
 TABLES = ("phases", "contents", "usage", "events", "documents", "chunks")
@@ -317,3 +318,41 @@ def test_a_fork_made_while_retention_deletes_its_source_keeps_what_it_reuses_or_
                               verdict=None)}))
     with pg.engine.connect() as c:
         assert c.scalar(text("SELECT count(*) FROM plans WHERE title = 'too late'")) == 0
+
+
+def test_a_plan_resumed_while_a_pass_trims_it_keeps_its_events(pg: Database) -> None:
+    """Postgres: a pass reads which plans finished (one statement), then trims their events (the
+    next). A failed plan resumed between the two is running again when the trim runs: its events
+    and its resume stay (an active plan is never pruned). The resume is committed from inside the
+    pass, from another connection, just before the pass's first delete of events."""
+    pid = ledger.new_plan(pg, "resumed")
+    assert claim(pg, pid, "opening", "test:1")
+    ledger.fail(pg, pid, "opening", 1)
+    for i in range(3):
+        outbox.append_event(pg, pid, NewEvent("note", {"i": i}))
+    plans.finish_plan(pg, pid, "failed")
+    _set_finished(pg, pid, 40)
+    with pg.engine.begin() as c:  # every event older than the event retention period: all due to go
+        c.execute(text("UPDATE events SET created_at = :at WHERE plan_id = :p"),
+                  {"at": (utcnow() - timedelta(days=40)).replace(tzinfo=None), "p": pid})
+    before = [e.id for e in outbox.list_events(pg, pid, limit=1000)]
+    other = connect(pg.engine.url.render_as_string(hide_password=False), pool_size=2)
+    resumed: list[plans.Reopened] = []
+
+    def resume_before_the_trim(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("DELETE FROM EVENTS") and not resumed:
+            resumed.append(plans.reopen(other, pid, retry_failed=True))  # commits: the pass has read its plans
+
+    event.listen(pg.engine, "before_cursor_execute", resume_before_the_trim)
+    try:
+        now = utcnow()
+        done = retention.prune(pg, older_than=now - timedelta(days=30), max_events_per_plan=100, now=now)
+    finally:
+        event.remove(pg.engine, "before_cursor_execute", resume_before_the_trim)
+        other.dispose()
+    assert resumed and "opening" in resumed[0].keys  # the gate fired, and the plan runs again
+    assert done.trimmed == 1 and done.events == 0
+    state = plans.load_state(pg, pid)
+    assert state.plan.status == "running" and state.plan.finished_at is None
+    kept = [e.id for e in outbox.list_events(pg, pid, limit=1000)]
+    assert kept[:len(before)] == before and len(kept) == len(before) + 2  # + retry_requested, resume_requested

@@ -12,6 +12,7 @@ LOCKS = "tests/unit/test_lock_keys_agree_across_processes.py"
 LITERALS = "tests/unit/llm/test_egress_listed_literals.py"
 EGRESS_PROPS = "tests/unit/llm/test_egress_properties.py"
 RESERVE = "tests/unit/test_reservations_add_up.py"
+RETENTION = "tests/integration/repositories/test_retention.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     mutation(
@@ -63,4 +64,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(f"{RESERVE}::test_a_new_attempt_releases_its_own_phases_older_attempts_only",),
         why="a retried phase releases the worst case of other phases' calls still in flight: the plan spends past "
             "its budget"),
+    mutation(
+        "retention-trims-a-plan-resumed-mid-pass", "I81", "storage/retention.py",
+        "        res = s.execute(delete(Event).where(Event.plan_id.in_(final), old)\n",
+        "        res = s.execute(delete(Event).where(Event.plan_id.in_(ids), old)\n",
+        tests=(f"{RETENTION}::test_a_plan_resumed_while_a_pass_trims_it_keeps_its_events",),
+        why="a failed plan resumed while a retention pass trims it loses its event history (and its resume "
+            "guard is cleared) while it runs again"),
 )
