@@ -71,4 +71,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(f"{RETENTION}::test_a_plan_resumed_while_a_pass_trims_it_keeps_its_events",),
         why="a failed plan resumed while a retention pass trims it loses its event history (and its resume "
             "guard is cleared) while it runs again"),
+    mutation(
+        "retention-watermark-skips-ties", "I81", "storage/retention.py",
+        'and_(Plan.finished_at == mark.at, Plan.id > (mark.ref or "")))',
+        "and_(Plan.finished_at > mark.at))",
+        tests=(f"{RETENTION}::test_the_walk_visits_every_plan_once_whatever_the_ties_and_the_order_of_ids",),
+        why="plans that finished at the watermark's instant are never trimmed: their events are never capped "
+            "or aged out"),
 )
