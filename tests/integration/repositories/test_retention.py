@@ -23,6 +23,7 @@ from storage.event_shapes import NewEvent
 from storage.models import FleetState, utcnow
 from storage.read_models import NewChunk, NewDocument, NewPhase
 from tasks.housekeeping import Housekeeper
+from tests.integration.repositories import ledger
 from tests.integration.repositories.ledger import claim, complete, spend
 
 TABLES = ("phases", "contents", "usage", "events", "documents", "chunks")
@@ -317,3 +318,118 @@ def test_a_fork_made_while_retention_deletes_its_source_keeps_what_it_reuses_or_
                               verdict=None)}))
     with pg.engine.connect() as c:
         assert c.scalar(text("SELECT count(*) FROM plans WHERE title = 'too late'")) == 0
+
+
+def test_a_plan_resumed_while_a_pass_trims_it_keeps_its_events(pg: Database) -> None:
+    """Postgres: a pass reads which plans finished (one statement), then trims their events (the
+    next). A failed plan resumed between the two is running again when the trim runs: its events
+    and its resume stay (an active plan is never pruned). The resume is committed from inside the
+    pass, from another connection, just before the pass's first delete of events."""
+    pid = ledger.new_plan(pg, "resumed")
+    assert claim(pg, pid, "opening", "test:1")
+    ledger.fail(pg, pid, "opening", 1)
+    for i in range(3):
+        outbox.append_event(pg, pid, NewEvent("note", {"i": i}))
+    plans.finish_plan(pg, pid, "failed")
+    _set_finished(pg, pid, 40)
+    with pg.engine.begin() as c:  # every event older than the event retention period: all due to go
+        c.execute(text("UPDATE events SET created_at = :at WHERE plan_id = :p"),
+                  {"at": (utcnow() - timedelta(days=40)).replace(tzinfo=None), "p": pid})
+    before = [e.id for e in outbox.list_events(pg, pid, limit=1000)]
+    other = connect(pg.engine.url.render_as_string(hide_password=False), pool_size=2)
+    resumed: list[plans.Reopened] = []
+
+    def resume_before_the_trim(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("DELETE FROM EVENTS") and not resumed:
+            resumed.append(plans.reopen(other, pid, retry_failed=True))  # commits: the pass has read its plans
+
+    event.listen(pg.engine, "before_cursor_execute", resume_before_the_trim)
+    try:
+        now = utcnow()
+        done = retention.prune(pg, older_than=now - timedelta(days=30), max_events_per_plan=100, now=now)
+    finally:
+        event.remove(pg.engine, "before_cursor_execute", resume_before_the_trim)
+        other.dispose()
+    assert resumed and "opening" in resumed[0].keys  # the gate fired, and the plan runs again
+    assert done.trimmed == 1 and done.events == 0
+    state = plans.load_state(pg, pid)
+    assert state.plan.status == "running" and state.plan.finished_at is None
+    kept = [e.id for e in outbox.list_events(pg, pid, limit=1000)]
+    assert kept[:len(before)] == before and len(kept) == len(before) + 2  # + retry_requested, resume_requested
+
+
+def _trimmed_to(db: Database, pid: str) -> int:
+    return len(outbox.list_events(db, pid, limit=1000))
+
+
+def test_the_walk_visits_every_plan_once_whatever_the_ties_and_the_order_of_ids(db: Database) -> None:
+    """Three plans finished at the same instant, and two whose ids run against their finishing
+    order, walked one plan a batch: each is trimmed once, and the next pass visits none."""
+    pids = [_plan(db, f"walked {i}", finished_days_ago=1, events_n=102) for i in range(5)]
+    tied, crossed = pids[:3], sorted(pids[3:])
+    at = (utcnow() - timedelta(days=1)).replace(tzinfo=None)
+    with db.engine.begin() as c:
+        for pid in tied:
+            c.execute(text("UPDATE plans SET finished_at = :at WHERE id = :p"), {"at": at, "p": pid})
+        for days, pid in zip((1, 2), crossed, strict=True):  # the larger id finished earlier
+            c.execute(text("UPDATE plans SET finished_at = :at WHERE id = :p"),
+                      {"at": at + timedelta(hours=days), "p": pid})
+    assert all(_trimmed_to(db, pid) > 100 for pid in pids)
+    assert retention.prune(db, older_than=utcnow() - timedelta(days=30), max_events_per_plan=100,
+                           batch=1).trimmed == 5
+    assert [_trimmed_to(db, pid) for pid in pids] == [100] * 5
+    assert retention.prune(db, older_than=utcnow() - timedelta(days=30), max_events_per_plan=100,
+                           batch=1).trimmed == 0
+
+
+def test_a_pass_visits_at_most_its_limit_and_an_idle_pass_reads_each_step_once(db: Database) -> None:
+    for i in range(3):
+        _plan(db, f"aged {i}", finished_days_ago=40)
+    # steps 2 and 3 each visit at most per_pass plans
+    assert retention.prune(db, older_than=utcnow() - timedelta(days=30), max_events_per_plan=100,
+                           batch=2, per_pass=2).trimmed == 4
+    _prune(db, keep_days=365)
+    reads: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "FROM plans" in statement:
+            reads.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", count)
+    try:
+        done = _prune(db, keep_days=365, batch=1)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", count)
+    assert (done.plans, done.trimmed, len(reads)) == (0, 0, 3)  # nothing to do: one read a step, not per_pass
+
+
+def test_a_plan_finished_yesterday_keeps_its_events_when_an_older_one_ages_out(db: Database) -> None:
+    old = _plan(db, "old", finished_days_ago=40)
+    recent = _plan(db, "recent", finished_days_ago=1)
+    before = _trimmed_to(db, recent)
+    _prune(db, keep_days=365)
+    assert _trimmed_to(db, old) == 0 and _trimmed_to(db, recent) == before > 0
+
+
+def test_retention_is_due_again_exactly_one_interval_later(db: Database) -> None:
+    t0 = utcnow()
+    assert retention.claim(db, 60, now=t0)
+    assert not retention.claim(db, 60, now=t0 + timedelta(seconds=59))
+    assert retention.claim(db, 60, now=t0 + timedelta(seconds=60))
+
+
+def test_a_pass_skips_a_plan_another_transaction_holds_and_deletes_the_rest(pg: Database) -> None:
+    held, free = _plan(pg, "held", finished_days_ago=10), _plan(pg, "free", finished_days_ago=9)
+    other = connect(pg.engine.url.render_as_string(hide_password=False), pool_size=2)
+    try:
+        with other.engine.connect() as holder:
+            holder.begin()
+            holder.execute(text("SELECT id FROM plans WHERE id = :p FOR UPDATE"), {"p": held})
+            pruning = threading.Thread(target=lambda: _prune(pg))
+            pruning.start()
+            pruning.join(20)
+            assert not pruning.is_alive()  # it did not wait for the held plan
+            holder.rollback()
+    finally:
+        other.dispose()
+    assert _rows(pg, held)["plans"] == 1 and _rows(pg, free)["plans"] == 0

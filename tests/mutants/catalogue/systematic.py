@@ -11,6 +11,8 @@ USAGE = "tests/unit/test_usage_view_adds_up.py"
 LOCKS = "tests/unit/test_lock_keys_agree_across_processes.py"
 LITERALS = "tests/unit/llm/test_egress_listed_literals.py"
 EGRESS_PROPS = "tests/unit/llm/test_egress_properties.py"
+RESERVE = "tests/unit/test_reservations_add_up.py"
+RETENTION = "tests/integration/repositories/test_retention.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     mutation(
@@ -42,4 +44,38 @@ MUTATIONS: tuple[Mutation, ...] = (
                f"{EGRESS_PROPS}::test_forbidden_classes_are_never_reached_even_when_listed"),
         why="an operator who lists 169.254.169.254 (or 0.0.0.0, a multicast address) literally opens the cloud "
             "metadata service to plan-defined models"),
+    mutation(
+        "token-budget-counts-input-only", "I57", "storage/spend.py",
+        "select(func.coalesce(func.sum(UsageRow.input_tokens + UsageRow.output_tokens), zero))",
+        "select(func.coalesce(func.sum(UsageRow.input_tokens), zero))",
+        tests=(f"{RESERVE}::test_a_plans_tokens_are_its_rows_and_its_calls_in_flight_and_no_other_plans",),
+        why="a plan's max_tokens counts only the prompts on record: every call's output is spent past the budget"),
+    mutation(
+        "tenant-calls-in-flight-not-counted", "I57", "storage/spend.py",
+        "                        select(func.coalesce(func.sum(Reservation.cost_usd), 0.0))\n"
+        "                        .where(Reservation.tenant == tenant).scalar_subquery()]\n",
+        "                        literal(0.0)]\n",
+        tests=(f"{RESERVE}::test_a_tenants_month_is_its_plans_rows_and_calls_in_flight_and_no_other_tenants",),
+        why="a tenant's concurrent calls each see only the month's usage rows: together they spend past its budget"),
+    mutation(
+        "new-attempt-releases-every-phases-reservations", "I57", "storage/spend.py",
+        "delete(Reservation).where(Reservation.phase_id == phase_id, Reservation.attempt < attempt)",
+        "delete(Reservation).where(Reservation.attempt < attempt)",
+        tests=(f"{RESERVE}::test_a_new_attempt_releases_its_own_phases_older_attempts_only",),
+        why="a retried phase releases the worst case of other phases' calls still in flight: the plan spends past "
+            "its budget"),
+    mutation(
+        "retention-trims-a-plan-resumed-mid-pass", "I81", "storage/retention.py",
+        "        res = s.execute(delete(Event).where(Event.plan_id.in_(final), old)\n",
+        "        res = s.execute(delete(Event).where(Event.plan_id.in_(ids), old)\n",
+        tests=(f"{RETENTION}::test_a_plan_resumed_while_a_pass_trims_it_keeps_its_events",),
+        why="a failed plan resumed while a retention pass trims it loses its event history (and its resume "
+            "guard is cleared) while it runs again"),
+    mutation(
+        "retention-watermark-skips-ties", "I81", "storage/retention.py",
+        'and_(Plan.finished_at == mark.at, Plan.id > (mark.ref or "")))',
+        "and_(Plan.finished_at > mark.at))",
+        tests=(f"{RETENTION}::test_the_walk_visits_every_plan_once_whatever_the_ties_and_the_order_of_ids",),
+        why="plans that finished at the watermark's instant are never trimmed: their events are never capped "
+            "or aged out"),
 )

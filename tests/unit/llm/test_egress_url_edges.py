@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.gateway.egress import _MAX_URL, Target, parse_url
-from orchestrator.gateway.failures import EgressRefused
+from orchestrator.core.settings import Settings
+from orchestrator.gateway.egress import _MAX_URL, Target, UrlPattern, parse_url
+from orchestrator.gateway.failures import EgressRefused, ProviderUnavailable
 
 NAME_253 = ("a" * 63 + ".") * 3 + "a" * 61
 
@@ -41,6 +42,7 @@ def test_what_the_pin_sees_of_host_and_path() -> None:
     assert parse_url("http://a.example/") == (Target("http", "a.example", 80, "", None), False)
     assert parse_url("https://A.Example./v1/")[0] == Target("https", "a.example", 443, "/v1/", None)
     assert parse_url("https://a.example/v1/", pattern=True)[0].path == "/v1"  # a pattern's prefix
+    assert parse_url("https://a.example/v1/BOX/", pattern=True)[0].path == "/v1/BOX"  # only its last "/" goes
     v6 = parse_url("http://[2001:DB8::1]:8080/")[0]
     assert (v6.host, v6.port, str(v6.ip)) == ("2001:db8::1", 8080, "2001:db8::1")
     assert parse_url("https://*.a.example/", pattern=True) == (Target("https", "a.example", 443, "", None), True)
@@ -63,3 +65,40 @@ def test_a_refusal_says_what_is_wrong(url: str, words: str) -> None:
 
 def test_a_wildcard_goes_only_before_a_name() -> None:
     assert refusal("https://*.1.2.3.4/", pattern=True) == "'*.' only goes before a DNS name"
+
+
+def test_a_wildcard_pattern_may_spell_its_scheme_in_capitals() -> None:
+    pattern = UrlPattern.parse("HTTPS://*.a.example")
+    assert (pattern.scheme, pattern.host, pattern.wildcard) == ("https", "a.example", True)
+    assert pattern.matches(parse_url("https://api.a.example/")[0])
+
+
+def test_a_url_that_does_not_parse_says_why_and_a_scheme_without_slashes_is_refused() -> None:
+    assert refusal("http://[::zz]/") == "the URL does not parse (Invalid IPv6 address: '[::zz]')"
+    assert refusal("http:a.example")  # a refusal, not an error of the parser's own
+
+
+def test_another_url_inside_the_path_is_only_a_path() -> None:
+    target = parse_url("http://a.example/proxy/http://b.example:80x/")[0]
+    assert (target.host, target.port, target.path) == ("a.example", 80, "/proxy/http://b.example:80x/")
+
+
+def test_the_allowlist_a_refusal_names_is_the_setting_it_came_from() -> None:
+    settings = Settings(allowed_base_urls="https://api.a.example", webhook_urls="https://hooks.a.example")
+    with pytest.raises(EgressRefused) as caught:
+        settings.egress_policy.check("https://other.example/v1")
+    assert caught.value.message == ("https://other.example/v1 matches no entry of the operator's allowlist "
+                                    "(CONCLAVE_ALLOWED_BASE_URLS)")
+    with pytest.raises(EgressRefused) as caught:
+        settings.webhook_policy.check("https://api.a.example/")
+    assert caught.value.message.endswith("(CONCLAVE_WEBHOOK_URLS)")
+
+
+def test_a_resolver_failure_is_told_in_at_most_120_characters() -> None:
+    def failing(host: str, port: int) -> list[str]:
+        raise OSError("no such host " + "x" * 300)
+
+    policy = Settings(allowed_base_urls="https://api.a.example").egress_policy
+    with pytest.raises(ProviderUnavailable) as caught:
+        policy.pin("https://api.a.example/v1", resolve=failing)
+    assert str(caught.value.message) == "cannot resolve api.a.example: no such host " + "x" * 107
