@@ -15,13 +15,15 @@ mapping are :class:`~orchestrator.gateway.providers.http_provider.HttpProvider`'
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
+from itertools import chain
 from typing import Any
 
 from orchestrator.gateway.budget import estimate_usage
 from orchestrator.gateway.failures import ProviderUnavailable
-from orchestrator.gateway.providers.http import Secrets, api_key, endpoint, extra_headers, secrets_of, stream_error
+from orchestrator.gateway.providers.http import api_key, endpoint, extra_headers, secrets_of, stream_error
 from orchestrator.gateway.providers.http_provider import HttpProvider, HttpRequest
 from orchestrator.gateway.providers.sse import SSEDecoder
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, StreamEvent, TextDelta, Usage, UsageReport
@@ -64,16 +66,28 @@ class OpenAIProvider(HttpProvider):
         return self._request(spec, url, headers, body, secrets_of(secret, extra))
 
     def events(self, chunks: Iterator[bytes], sent: HttpRequest) -> Iterator[StreamEvent]:
+        """One loop over the body's reads, each chunk's JSON handled in place: a streamed
+        chunk costs a decode, a ``json.loads`` and its ``TextDelta``, no generator of its own."""
         decoder, secret = SSEDecoder(), sent.secret
         try:
-            for chunk in chunks:
-                for event in decoder.feed(chunk):
-                    if event.data.strip() == "[DONE]":
+            for chunk in chain(chunks, (None,)):  # None: the body ended, flush the decoder
+                for event in decoder.feed(chunk) if chunk is not None else decoder.flush():
+                    data = event.data
+                    if data == "[DONE]" or (not data.startswith("{") and data.strip() == "[DONE]"):
                         return
-                    yield from _openai_events(event.json(), secret)
-            for event in decoder.flush():
-                if event.data.strip() != "[DONE]":
-                    yield from _openai_events(event.json(), secret)
+                    parsed = json.loads(data)
+                    if not isinstance(parsed, dict):
+                        continue
+                    if "error" in parsed:  # some compatible servers report failures inside the stream
+                        raise stream_error("openai", parsed, secret)
+                    for choice in parsed.get("choices") or ():
+                        content = (choice.get("delta") or {}).get("content")
+                        if content:
+                            yield TextDelta(content)
+                    if parsed.get("usage") is not None:
+                        usage = _usage(parsed["usage"])
+                        if usage is not None:
+                            yield UsageReport(usage)
         except ValueError as exc:
             raise ProviderUnavailable("openai sent an event whose data is not JSON") from exc
 
@@ -85,20 +99,6 @@ class OpenAIProvider(HttpProvider):
             raise ProviderUnavailable("openai response has no choices[0].message") from exc
         usage = _usage(data.get("usage")) or estimate_usage(request, text)
         return Completion(text=text, usage=usage, finish_reason=choice.get("finish_reason"))
-
-
-def _openai_events(data: Any, secret: Secrets) -> Iterator[StreamEvent]:
-    if not isinstance(data, dict):
-        return
-    if "error" in data:  # some compatible servers report failures inside the stream
-        raise stream_error("openai", data, secret)
-    for choice in data.get("choices") or ():
-        content = (choice.get("delta") or {}).get("content")
-        if content:
-            yield TextDelta(content)
-    usage = _usage(data.get("usage"))
-    if usage is not None:
-        yield UsageReport(usage)
 
 
 def _usage(raw: Any) -> Usage | None:

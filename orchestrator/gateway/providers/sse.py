@@ -28,8 +28,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["LineDecoder", "NDJSONDecoder", "SSEDecoder", "SSEEvent"]
 
@@ -37,15 +36,28 @@ _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 class LineDecoder:
-    """Turns a byte stream into complete text lines (without their endings)."""
+    """Turns a byte stream into complete text lines (without their endings).
+
+    The common read — whole characters, ``\\n`` endings — takes the lean path: one
+    ``bytes.decode`` and one ``str.split``; the incremental decoder and the three-ending
+    split are used only when a read needs them (a split character, invalid bytes, a ``\\r``),
+    with the same result."""
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")  # -sig: drops a leading BOM
+        self._plain = False  # the incremental decoder holds nothing and is past the BOM: bytes.decode will do
         self._buffer = ""
         self._skip_lf = False  # the previous read ended in "\r": a leading "\n" belongs to it
 
     def feed(self, data: bytes) -> list[str]:
-        return self._split(self._decoder.decode(data))
+        if self._plain:
+            try:
+                return self._split(data.decode())
+            except UnicodeDecodeError:  # a character split across reads, or invalid bytes
+                pass
+        text = self._decoder.decode(data)
+        self._plain = self._decoder.getstate() == (b"", 0)
+        return self._split(text)
 
     def flush(self) -> list[str]:
         """Ends the input: returns the last, unterminated line if there is one."""
@@ -62,16 +74,19 @@ class LineDecoder:
             self._skip_lf = False
             if text.startswith("\n"):
                 text = text[1:]
-        buffer = self._buffer + text
-        lines = _NEWLINE.split(buffer)
+        buffer = self._buffer + text if self._buffer else text
+        if "\r" in buffer:
+            lines = _NEWLINE.split(buffer)
+            self._skip_lf = buffer.endswith("\r")
+        else:
+            lines = buffer.split("\n")
         self._buffer = lines.pop()
-        if buffer.endswith("\r"):
-            self._skip_lf = True
         return lines
 
 
-@dataclass(frozen=True)
-class SSEEvent:
+class SSEEvent(NamedTuple):
+    """One dispatched event (a tuple: made once per streamed chunk, it costs little)."""
+
     data: str
     event: str = "message"
     id: str | None = None
@@ -108,6 +123,9 @@ class SSEDecoder:
                 if event is not None:
                     events.append(event)
                 continue
+            if line.startswith("data: "):  # the usual line, first
+                self._data.append(line[6:])
+                continue
             if line.startswith(":"):
                 continue  # comment / keep-alive
             name, sep, value = line.partition(":")
@@ -126,10 +144,11 @@ class SSEDecoder:
         if self._id is not None:
             self._last_id = self._id
             self._id = None
-        if not self._data:
+        data = self._data
+        if not data:
             self._event = ""
             return None
-        event = SSEEvent(data="\n".join(self._data), event=self._event or "message", id=self._last_id)
+        event = SSEEvent(data[0] if len(data) == 1 else "\n".join(data), self._event or "message", self._last_id)
         self._data = []
         self._event = ""
         return event

@@ -49,6 +49,14 @@ def test_invalid_utf8_becomes_replacement_character() -> None:
     assert events[0].data == "a\ufffdb"
 
 
+def test_a_cut_character_or_an_invalid_byte_after_whole_reads_is_decoded_as_at_the_start() -> None:
+    # the first reads are whole (the lean path: bytes.decode); then a character cut in two,
+    # an invalid byte, a BOM-like sequence that is text now, and whole reads again
+    reads = [b"data: one\n\n", b"data: two\n\n", "data: 董".encode()[:-1], "董".encode()[-1:] + b"\n\n",
+             b"data: a\xffb\n\n", b"data: \xef\xbb\xbfx\n\n", b"data: three\n\n"]
+    assert [e.data for e in feed_all(SSEDecoder(), reads)] == ["one", "two", "董", "a\ufffdb", "\ufeffx", "three"]
+
+
 @pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
 def test_same_events_whatever_the_read_boundaries(ending: str) -> None:
     text = (
