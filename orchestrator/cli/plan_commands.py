@@ -169,10 +169,11 @@ def status(plan_id: str, as_json: bool, url: str | None, token: str | None, tena
                 f"  verdict: {p.verdict.get('answer')} ({p.verdict.get('confidence', 0):.2f})"
                 if p.verdict.get("answer") is not None else "  verdict: abstained")
             run = f"reused from {p.reused_from}" if p.reused_from else f"attempt {p.attempt}"
-            if p.fell_back_from:  # the model that wrote it was a fallback: say which, and what failed first
+            if p.stand_in:  # no model wrote it: which failed, and why the last one did
+                tried = ", ".join(p.fell_back_from) or "every model"
+                said += f"  written by code: {tried} failed ({p.stand_in.get('code')})"
+            elif p.fell_back_from:  # the model that wrote it was a fallback: say which, and what failed first
                 said += f"  answered by {p.model} (fallback: {', '.join(p.fell_back_from)} failed)"
-            if p.stand_in:
-                said += f"  written by code: every model failed ({p.stand_in.get('code')})"
             c.print(f"  {'held' if p.held else p.status:<10} {p.key:<28} {p.expert or '':<12} {run}"
                     + (f"  {p.error_code}" if p.error_code else "") + escape(said), highlight=False, soft_wrap=True)
         from orchestrator.client.console import decision_lines, early_stop_line

@@ -254,12 +254,12 @@ class MeetingView:
                 text = self.conclave.phase_text(self.plan_id, p.key) or ""
                 note = " [yellow](stream broke: partial text)[/yellow]" if p.truncated else ""
                 style = "bold blue" if p.kind in CHAIR_KINDS else "bold"
-                if p.fell_back_from:
+                if p.stand_in:  # no model wrote it: say which failed, not "answered by" nobody
+                    failed = escape(", ".join(p.fell_back_from) or "every model")
+                    note += f" [yellow](written by code: {failed} failed)[/yellow]"
+                elif p.fell_back_from:
                     note += (f" [yellow](answered by {escape(p.model or '?')} after "
                              f"{escape(', '.join(p.fell_back_from))} failed)[/yellow]")
-                if p.stand_in:
-                    failed = escape(str(p.stand_in.get("code")))
-                    note += f" [yellow](written by code: every model failed, {failed})[/yellow]"
                 if p.human:
                     by = (p.answered_by or {}).get("name")
                     note += f" [yellow](a person{escape(f': {by}') if by else ''})[/yellow]"

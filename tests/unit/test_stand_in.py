@@ -53,7 +53,7 @@ def test_a_failed_round_summary_is_written_by_code_and_the_meeting_goes_on(testi
     shown = CliRunner(env={"CONCLAVE_DATABASE_URL": planes.settings.database_url, "COLUMNS": "200"}).invoke(
         cli, ["status", plan_id])
     [line] = [ln for ln in shown.output.splitlines() if " r1.summary " in ln]
-    assert line.endswith("written by code: every model failed (llm.unavailable)") and "verdict" not in line
+    assert line.endswith("written by code: offline:default failed (llm.unavailable)") and "verdict" not in line
 
 
 def test_a_failed_last_word_without_a_tally_completes_with_the_experts_words(testing_planes: Planes) -> None:
