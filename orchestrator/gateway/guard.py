@@ -328,6 +328,9 @@ def _bounded_complete(
         )
     if kind == _ERROR:
         if isinstance(payload, LLMError):
+            if payload.usage is not None and stream_usage is not None:
+                # the failed fallback's own report: the call spent the stream's tokens too
+                payload.usage = _add(stream_usage, payload.usage)
             raise _with_usage(payload, stream_usage)
         raise ProviderUnavailable(
             f"model {spec.name!r}: {type(payload).__name__} in complete()", usage=stream_usage

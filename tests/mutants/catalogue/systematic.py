@@ -13,8 +13,15 @@ LITERALS = "tests/unit/llm/test_egress_listed_literals.py"
 EGRESS_PROPS = "tests/unit/llm/test_egress_properties.py"
 RESERVE = "tests/unit/test_reservations_add_up.py"
 RETENTION = "tests/integration/repositories/test_retention.py"
+GUARD_USAGE = "tests/unit/llm/test_guard_usage.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
+    mutation(
+        "failed-fallback-drops-the-streams-usage", "I15", "orchestrator/gateway/guard.py",
+        "payload.usage = _add(stream_usage, payload.usage)",
+        "payload.usage = payload.usage",
+        tests=(f"{GUARD_USAGE}::test_a_failed_fallback_costs_the_stream_plus_what_it_reported",),
+        why="a fallback that fails carrying its own usage is recorded at that alone: the stream's tokens vanish"),
     mutation(
         "token-split-at-the-last-separator", "I21", "storage/identity.py",
         'token[len(TOKEN_PREFIX):].partition("_")',

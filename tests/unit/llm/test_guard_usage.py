@@ -194,3 +194,25 @@ def test_a_cancel_after_text_was_shown_stops_the_stream_carrying_its_reported_us
         guarded_call(SaysTwoThings(stream()), SPEC, REQUEST, on_text=on_text, should_stop=stop.is_set)
     assert shown == ["Ship the"]
     assert raised.value.message == "model 'fake': cancelled" and raised.value.usage == PROVIDER
+
+
+class NoTextThenFailingFallback(NoTextThenFallback):
+    """A stream that reports what it spent and ends with no text, then a fallback that fails
+    carrying ``fallback_carried`` (or nothing)."""
+
+    def __init__(self, *, fallback_carried: Usage | None) -> None:
+        super().__init__(reported=PROVIDER)
+        self.fallback_carried = fallback_carried
+
+    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
+        raise RateLimited("slow down", usage=self.fallback_carried)
+
+
+@pytest.mark.parametrize(("carried", "expected"), [
+    (Usage(7, 2, "provider"), Usage(127, 2, "provider")),  # the stream's tokens plus the fallback's
+    (None, PROVIDER),  # the fallback reported nothing: the stream's tokens
+], ids=["fallback-reported", "fallback-silent"])
+def test_a_failed_fallback_costs_the_stream_plus_what_it_reported(carried: Usage | None, expected: Usage) -> None:
+    with pytest.raises(RateLimited, match="slow down") as raised:
+        guarded_call(NoTextThenFailingFallback(fallback_carried=carried), SPEC, REQUEST)
+    assert raised.value.usage == expected

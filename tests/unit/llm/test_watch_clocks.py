@@ -6,6 +6,7 @@ watchdog is the real one (survivors of the systematic mutation run, docs/mutatio
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 
@@ -105,3 +106,30 @@ def test_a_cancellation_ends_the_call_at_once_and_a_failing_check_does_not(stop:
 
     watch = Watch(SPEC, should_stop, clock)
     assert ended(watch, clock, 1000.0) == (CANCELLED if stop is True else None)
+
+
+def test_a_cancellation_is_noticed_without_anything_waking_the_watchdog() -> None:
+    # the watchdog polls should_stop() on its own: nothing registers, notifies or moves a clock
+    stop = threading.Event()
+    watch = Watch(SPEC, stop.is_set, Clock())
+    tripped = threading.Event()
+    with WATCHDOG.watching(watch, tripped.set):
+        tripped.wait(0.3)  # the watchdog has gone back to sleep with this call watched
+        stop.set()
+        assert tripped.wait(5.0)
+    assert watch.reason == CANCELLED
+
+
+def test_calls_that_already_ended_do_not_hide_one_that_falls_due() -> None:
+    # calls whose reason is set stay watched until their reader leaves; the watchdog skips
+    # them and still checks the rest (many of them, so one comes first in the set's order)
+    clock = Clock()
+    ended_calls = [Watch(SPEC, lambda: True, clock) for _ in range(30)]
+    with contextlib.ExitStack() as stack:
+        for call in ended_calls:
+            done = threading.Event()
+            stack.enter_context(WATCHDOG.watching(call, done.set))
+            assert done.wait(5.0)
+        assert {call.reason for call in ended_calls} == {CANCELLED}
+        watch = Watch(SPEC, lambda: False, clock)
+        assert ended(watch, clock, 1000.0 + 10.0) == "first_chunk_timeout"
