@@ -5,7 +5,7 @@ scratch directory, applies the mutation there, and runs the mutation's tests wit
 the scratch copy first on ``PYTHONPATH`` and as the working directory — so the
 mutant is what the test process imports, and what the worker, API and CLI
 subprocesses those tests start import too (they inherit both). The project's
-editable install resolves after ``PYTHONPATH``; a preflight in every scratch copy
+editable install resolves after ``PYTHONPATH``; a preflight in every mutant's test process
 checks that the mutated module really is imported from there, mutated.
 
 Mutations run ``--jobs`` at a time (2 by default: the work is mostly waiting on worker
@@ -51,6 +51,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests import mutant_preflight as preflight
 from tests.mutants.catalogue import MUTATIONS
 from tests.mutants.catalogue_types import Mutation
 from tests.mutants.invariants_doc import DESIGN, invariant_ids, write
@@ -181,36 +182,25 @@ class Slots:
                 self._cond.notify()
 
 
-PREFLIGHT = """
-import importlib, pathlib, sys
-tree, module, snippet = pathlib.Path(sys.argv[1]).resolve(), sys.argv[2], sys.argv[3]
-mod = importlib.import_module(module)
-where = pathlib.Path(mod.__file__).resolve()
-assert where.is_relative_to(tree), f"{module} imported from {where}, not from the scratch tree {tree}"
-assert snippet in where.read_text(), f"{where} does not hold the mutant"
-print(where)
-"""
-
-
-def preflight(tree: Path, m: Mutation, slot: int = 0) -> str | None:
-    """None when ``m.file`` is importable from ``tree`` and holds the mutant, else why not."""
+def mutant_env(tree: Path, m: Mutation) -> dict[str, str]:
+    """What :mod:`tests.mutant_preflight` checks in the mutant's test process: that ``m.file``
+    is imported from ``tree`` and holds the mutant (nothing for a file that is not a module)."""
     if not m.file.endswith(".py"):
-        return None
+        return {}
     module = m.file.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
     snippet = next((e.new for e in m.edits if e.new.strip()), "")
-    res = subprocess.run([sys.executable, "-c", PREFLIGHT, str(tree), module, snippet], cwd=tree,
-                         env=env_for(tree, slot), capture_output=True, text=True, timeout=120)
-    return None if res.returncode == 0 else (res.stderr.strip().splitlines() or ["preflight failed"])[-1]
+    return {"CONCLAVE_MUTANT_TREE": str(tree), "CONCLAVE_MUTANT_MODULE": module, "CONCLAVE_MUTANT_SNIPPET": snippet}
 
 
 def run_tests(tree: Path, tests: Iterable[str], *, junit: Path, timeout: float = TIMEOUT, slot: int = 0,
-              workers: int = 1) -> tuple[int, str]:
-    """Run ``tests`` in ``tree`` (on ``workers`` pytest-xdist workers when more than one)."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-           *(["-n", str(workers)] if workers > 1 else []), *tests]
+              workers: int = 1, extra_env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run ``tests`` in ``tree`` (on ``workers`` pytest-xdist workers when more than one), with
+    the preflight plugin (:mod:`tests.mutant_preflight`), which ``extra_env`` may switch on."""
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.mutant_preflight",
+           f"--junitxml={junit}", *(["-n", str(workers)] if workers > 1 else []), *tests]
     try:
-        res = subprocess.run(cmd, cwd=tree, env=env_for(tree, slot), capture_output=True, text=True,
-                             timeout=timeout)
+        res = subprocess.run(cmd, cwd=tree, env={**env_for(tree, slot), **(extra_env or {})}, capture_output=True,
+                             text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return -1, f"timed out after {timeout:.0f}s"
     return res.returncode, (res.stdout + res.stderr)[-4000:]
@@ -241,16 +231,16 @@ def run_one(root: Path, m: Mutation, slot: int = 0) -> Outcome:
     with tempfile.TemporaryDirectory(prefix=f"mutant-{m.name}-") as tmp:
         tree = scratch_copy(root, Path(tmp))
         apply(tree, m)
-        why_not = preflight(tree, m, slot)
-        if why_not is not None:
-            return Outcome(m, "error", time.monotonic() - started, (), f"preflight: {why_not}")
-        code, output = run_tests(tree, m.tests, junit=Path(tmp) / "junit.xml", slot=slot)
+        code, output = run_tests(tree, m.tests, junit=Path(tmp) / "junit.xml", slot=slot,
+                                 extra_env=mutant_env(tree, m))
         failed = failed_tests(Path(tmp) / "junit.xml")
     seconds = time.monotonic() - started
     if code == 0:
         return Outcome(m, "survived", seconds, ())
     if code == -1:
         return Outcome(m, "error", seconds, failed, f"the tests hung until the runner's timeout:\n{output}")
+    if code == preflight.EXIT_CODE:
+        return Outcome(m, "error", seconds, (), next((ln for ln in output.splitlines() if "preflight:" in ln), output))
     if code != 1:
         return Outcome(m, "error", seconds, failed, f"pytest exit code {code}:\n{output}")
     passed = missed(m.tests, failed)
