@@ -23,6 +23,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(f"{GUARD_USAGE}::test_a_failed_fallback_costs_the_stream_plus_what_it_reported",),
         why="a fallback that fails carrying its own usage is recorded at that alone: the stream's tokens vanish"),
     mutation(
+        "let-go-never-aborts-a-held-stream", "I15", "orchestrator/gateway/guard.py",
+        'aborter = getattr(self._stream, "abort", None) if abort and self._thread.is_alive() else None',
+        "aborter = None",
+        tests=(f"{GUARD_USAGE}::test_a_call_cancelled_before_it_waits_aborts_the_stream_its_producer_still_reads",),
+        why="a call cancelled before the watchdog polls it gives its stream up unaborted: the producer thread "
+            "is left behind, blocked in the stream's first read"),
+    mutation(
         "token-split-at-the-last-separator", "I21", "storage/identity.py",
         'token[len(TOKEN_PREFIX):].partition("_")',
         'token[len(TOKEN_PREFIX):].rpartition("_")',

@@ -1,8 +1,10 @@
 """What a call that fell back costs: the usage of the stream attempt that gave no text, plus its
 non-streaming fallback's — provider-reported only when both parts are, otherwise an estimate
 that names both methods (a regression that let the fallback's provider report speak for an
-estimated stream survived every guard test: audit-a's regression trial). No network: providers
-that stream from a list."""
+estimated stream survived every guard test: audit-a's regression trial). And what a call that
+gives its stream up leaves behind: a stream its producer still reads is aborted, one that ended
+never is, and no producer thread outlives the call. No network: providers that stream from a
+list, and streams that block until aborted."""
 
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ from typing import Any
 
 import pytest
 
+from orchestrator.gateway import guard
 from orchestrator.gateway.failures import CallCancelled, ProviderUnavailable, RateLimited, StreamStalled
-from orchestrator.gateway.guard import guarded_call
+from orchestrator.gateway.guard import _read_stream, guarded_call
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, TextDelta, Usage, UsageReport
+from orchestrator.gateway.watchdog import Watch
 
 REQUEST = ChatRequest(system="You are the CFO.", prompt="Should we ship?")
 SPEC = ModelSpec(name="fake", provider="fake", first_chunk_timeout=5.0, idle_timeout=5.0, deadline=10.0)
@@ -216,3 +220,127 @@ def test_a_failed_fallback_costs_the_stream_plus_what_it_reported(carried: Usage
     with pytest.raises(RateLimited, match="slow down") as raised:
         guarded_call(NoTextThenFailingFallback(fallback_carried=carried), SPEC, REQUEST)
     assert raised.value.usage == expected
+
+
+# What a call that gives its stream up leaves behind ------------------------------------------------
+#: a failure guard only: how long a fake stream blocks or a test waits before it gives up
+LONG = 30.0
+
+
+def unhurried(name: str) -> ModelSpec:
+    """The spec of a call that only a cancellation or its stream's end can end: clocks of minutes."""
+    return ModelSpec(name=name, provider="fake", first_chunk_timeout=600.0, idle_timeout=600.0, deadline=600.0)
+
+
+def stream_thread(name: str) -> list[threading.Thread]:
+    """The producer thread of the model ``name``, while it is alive."""
+    return [t for t in threading.enumerate() if t.name == f"llm-stream-{name}"]
+
+
+class BlocksUntilAborted:
+    """An abortable stream whose first read blocks until ``abort()`` (a network read on a
+    socket that ``abort()`` shuts down), then fails as an aborted network stream does."""
+
+    def __init__(self) -> None:
+        self.reading, self.unblocked = threading.Event(), threading.Event()
+        self.aborts = self.closes = 0
+
+    def __iter__(self) -> Iterator[TextDelta]:
+        return self
+
+    def __next__(self) -> TextDelta:
+        self.reading.set()
+        self.unblocked.wait(LONG)  # a failure guard: the test unblocks it at the latest
+        raise StreamStalled("fake stream aborted")
+
+    def abort(self) -> None:
+        self.aborts += 1
+        self.unblocked.set()
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+class Streams(NoTextThenFallback):
+    """A provider whose ``stream()`` returns ``stream``."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__()
+        self._stream = stream
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Any:
+        return self._stream
+
+
+def test_a_call_cancelled_before_it_waits_aborts_the_stream_its_producer_still_reads(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The caller finds ``should_stop()`` true at its first check, while the producer is blocked
+    in the stream's first read: the guard aborts the stream so that the producer ends with the
+    call. (The watchdog, which polls the same ``should_stop()`` and would abort the stream too, is
+    given a watch that is never due: this is the case where the caller stops before it polls.)"""
+    monkeypatch.setattr(guard, "JOIN_GRACE", 5.0)  # a failure guard for a loaded machine, not a clock
+    spec = unhurried("held")
+    stream = BlocksUntilAborted()
+    try:
+        with caplog.at_level(logging.INFO, logger="orchestrator.gateway.guard"), \
+                pytest.raises(CallCancelled) as raised:
+            _read_stream(Streams(stream), spec, REQUEST, Watch(spec, lambda: False), lambda text: None,
+                         lambda: stream.reading.wait(LONG))  # stopped once the producer is in its read
+        alive = stream_thread("held")
+    finally:
+        stream.unblocked.set()  # a mutant that never aborts must not leave it blocked
+    assert raised.value.message == "model 'held': cancelled"
+    assert stream.aborts == 1  # aborted once, by the caller that gave it up
+    assert alive == []  # the producer ended with the call: no thread left behind
+    assert stream.closes == 1  # and closed its stream in its own thread
+    assert "action=stream_thread_left_behind" not in caplog.text
+
+
+class EndsAtOnce:
+    """An abortable stream that ends before its first event: it fails, or it is empty."""
+
+    def __init__(self, error: Exception | None) -> None:
+        self.error = error
+        self.aborts = self.closes = 0
+
+    def __iter__(self) -> Iterator[TextDelta]:
+        return self
+
+    def __next__(self) -> TextDelta:
+        if self.error is not None:
+            raise self.error
+        raise StopIteration
+
+    def abort(self) -> None:
+        self.aborts += 1
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+ENDINGS = [ProviderUnavailable("the stream broke before any text"), None]
+
+
+@pytest.mark.parametrize("error", ENDINGS, ids=["fails-at-once", "empty"])
+def test_a_stream_that_ended_is_never_aborted(error: Exception | None) -> None:
+    """A network stream's ``abort()`` shuts its response's socket down; once the stream has ended
+    that connection may be back in its pool, another call's (the fallback's, say), so the guard
+    aborts only a stream its producer is still reading — here, one read to its end and falling
+    back, and one whose call was cancelled after it ended but before its caller read the end."""
+    read = EndsAtOnce(error)
+    completion = guarded_call(Streams(read), unhurried("ended"), REQUEST)
+    assert completion.fallback and completion.text == "Ship the pilot."
+    assert (read.aborts, read.closes) == (0, 1)
+
+    spec = unhurried("ended-unread")
+    unread = EndsAtOnce(error)
+
+    def producer_ended() -> bool:  # the cancellation comes once the producer has returned
+        for thread in stream_thread("ended-unread"):
+            thread.join(LONG)
+        return True
+
+    with pytest.raises(CallCancelled):
+        _read_stream(Streams(unread), spec, REQUEST, Watch(spec, lambda: False), lambda text: None, producer_ended)
+    assert (unread.aborts, unread.closes) == (0, 1)
+    assert stream_thread("ended-unread") == []
