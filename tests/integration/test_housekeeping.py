@@ -59,7 +59,7 @@ def test_one_sweep_at_a_time_and_a_dead_holder_is_taken_over_at_once(two_workers
 
     rec_a.hold.clear()
     swept: list[bool] = []
-    inside = threading.Thread(target=lambda: swept.append(a.sweep()))
+    inside = threading.Thread(target=lambda: swept.append(a.sweep()), daemon=True)  # a failure leaves it held
     inside.start()
     assert rec_a.inside.wait(10)
     assert b.sweep() is False and rec_b.sweeps == 0  # a is sweeping: b skips its tick
@@ -80,7 +80,7 @@ def test_one_sweep_at_a_time_and_a_dead_holder_is_taken_over_at_once(two_workers
         except BaseException as exc:  # the killed connection surfaces when the sweep ends
             died.append(exc)
 
-    holder = threading.Thread(target=sweep_and_die)
+    holder = threading.Thread(target=sweep_and_die, daemon=True)
     holder.start()
     assert rec_b.inside.wait(10)
     assert a.sweep() is False
@@ -111,11 +111,11 @@ def test_a_holder_that_stops_without_dying_loses_the_lock(two_workers: tuple[Dat
         except Exception as exc:  # its session was ended under it
             outcome.append(exc)
 
-    holder = threading.Thread(target=stalled_sweep)
+    holder = threading.Thread(target=stalled_sweep, daemon=True)
     holder.start()
     assert rec_a.inside.wait(10)
     assert b.sweep() is False  # a holds it, and has not been idle long yet
-    wait_for(lambda: b.sweep() or None, 30, interval=0.2, what="the stalled holder's lock to be released")
+    wait_for(lambda: b.sweep() or None, 15, interval=0.2, what="the stalled holder's lock to be released")
     assert rec_b.sweeps == 1
     rec_a.hold.set()
     holder.join(10)
@@ -148,7 +148,7 @@ def test_a_worker_without_beat_recovers_a_plan_the_broker_lost(client: Any, work
     plan_id = client.submit(board_plan("lost messages", latency=0.05))  # no worker yet: its canvas waits in Redis
     redis_server.flushall()  # and is lost, before any worker could take a message
     (worker,) = workers.many(1)  # no beat anywhere: only the worker's own reconciler can notice
-    wait_for(lambda: client.get(plan_id).final, 120, interval=0.25, what="the plan to end")
+    wait_for(lambda: client.get(plan_id).final, 60, interval=0.25, what="the plan to end")
     led = ledger(client.local.db, plan_id)
     assert led.plan.status == "completed", led.statuses()
     assert_exactly_once(led)

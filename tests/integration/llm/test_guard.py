@@ -288,7 +288,7 @@ def test_an_abortable_stream_is_read_on_the_callers_thread() -> None:
 
 def test_the_watchdog_ends_a_read_blocked_after_the_handover() -> None:
     provider = Abortable(pieces=10, hang_after=3)
-    spec = ModelSpec(name="fake", provider="fake", first_chunk_timeout=TIMEOUT, idle_timeout=TIMEOUT, deadline=30)
+    spec = ModelSpec(name="fake", provider="fake", first_chunk_timeout=TIMEOUT, idle_timeout=TIMEOUT, deadline=10)
     started = time.monotonic()
     completion = guarded_call(provider, spec, REQUEST)
     assert completion.truncated and completion.finish_reason == "idle_timeout"
@@ -308,11 +308,11 @@ def test_should_stop_cancels_a_read_blocked_after_the_handover(server: LLMServer
 
     started = time.monotonic()
     with pytest.raises(CallCancelled) as raised:
-        guarded_call(PROVIDERS["openai"], spec_for(server, "stall-mid", idle_timeout=30, deadline=60),
+        guarded_call(PROVIDERS["openai"], spec_for(server, "stall-mid", idle_timeout=10, deadline=20),
                      REQUEST, on_text=show, should_stop=stop.is_set)
     assert raised.value.message == "model 'stall-mid': cancelled"
     assert "".join(shown) == DEFAULT_REPLY[:16]
-    assert time.monotonic() - started < 5  # the watchdog's poll, not the idle timeout of 30 s
+    assert time.monotonic() - started < 5  # the watchdog's poll, not the idle timeout of 10 s
     assert server.count(stream=False) == 0
     assert stream_threads() == []
 
@@ -334,7 +334,7 @@ class StallsAfterText:
 
 def test_a_stream_without_abort_that_stalls_after_text_is_truncated() -> None:
     provider = StallsAfterText()
-    spec = ModelSpec(name="fake", provider="fake", first_chunk_timeout=TIMEOUT, idle_timeout=TIMEOUT, deadline=30)
+    spec = ModelSpec(name="fake", provider="fake", first_chunk_timeout=TIMEOUT, idle_timeout=TIMEOUT, deadline=10)
     shown: list[str] = []
     try:
         completion = guarded_call(provider, spec, REQUEST, on_text=shown.append)
