@@ -364,12 +364,14 @@ def _trimmed_to(db: Database, pid: str) -> int:
 
 def test_the_walk_visits_every_plan_once_whatever_the_ties_and_the_order_of_ids(db: Database) -> None:
     """Three plans finished at the same instant, and two whose ids run against their finishing
-    order, walked one plan a batch: each is trimmed once, and the next pass visits none."""
+    order, walked one plan a batch: each is trimmed once, and the next pass visits none. The tied
+    are written largest id first, so Postgres reads them in that order: a walk that did not
+    break ties by id would move its watermark past the others and never visit them."""
     pids = [_plan(db, f"walked {i}", finished_days_ago=1, events_n=102) for i in range(5)]
     tied, crossed = pids[:3], sorted(pids[3:])
     at = (utcnow() - timedelta(days=1)).replace(tzinfo=None)
     with db.engine.begin() as c:
-        for pid in tied:
+        for pid in sorted(tied, reverse=True):  # an UPDATE writes a new row version after the others
             c.execute(text("UPDATE plans SET finished_at = :at WHERE id = :p"), {"at": at, "p": pid})
         for days, pid in zip((1, 2), crossed, strict=True):  # the larger id finished earlier
             c.execute(text("UPDATE plans SET finished_at = :at WHERE id = :p"),
