@@ -22,19 +22,23 @@ check: install
 	$(BIN)/pytest -q
 
 ## Lint, type-check and run every test tier against real Postgres and Redis (started if down), on
-## TEST_WORKERS pytest-xdist workers (each with its own database and Redis database).
+## TEST_WORKERS pytest-xdist workers (each with its own database and Redis database). The tiers are named
+## slowest first: xdist hands tests out in that order, so the minute-long e2e tests start early and the
+## many short unit tests fill the workers at the end.
 TEST_WORKERS ?= 3
+TEST_REPORT := .conclave/test-results.xml
 test: install services browser pgbouncer lint
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup tests/unit tests/integration tests/e2e
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --junitxml=$(TEST_REPORT) tests/e2e tests/integration tests/unit
 
 lint: install
 	$(BIN)/ruff check orchestrator tasks storage tests bench
 	$(BIN)/mypy
 
 ## Break each invariant of DESIGN.md on purpose (tests/mutants/catalogue/) in a scratch copy;
-## fail if its tests do not notice, or if an invariant has no mutation.
+## fail if its tests do not notice, or if an invariant has no mutation. Right after a `make test` of
+## the same tree (as in CI), its report stands for the unmutated run of the named tests.
 mutants: install services
-	$(BIN)/python -m tests.mutants.run
+	$(BIN)/python -m tests.mutants.run --baseline-from $(TEST_REPORT)
 
 services:
 	@bash scripts/services.sh

@@ -8,7 +8,7 @@ subprocesses those tests start import too (they inherit both). The project's
 editable install resolves after ``PYTHONPATH``; a preflight in every mutant's test process
 checks that the mutated module really is imported from there, mutated.
 
-Mutations run ``--jobs`` at a time (2 by default: the work is mostly waiting on worker
+Mutations run ``--jobs`` at a time (3 by default: the work is mostly waiting on worker
 subprocesses and timers), each in its own scratch copy and on its own Redis database
 (``CONCLAVE_TEST_REDIS_DB`` plus the job's slot); each test process copies its Postgres
 database from the template ``tests/conftest.py`` migrates once, so no mutation migrates.
@@ -16,7 +16,10 @@ database from the template ``tests/conftest.py`` migrates once, so no mutation m
 A mutation is caught when every test it names fails on the mutant (a test file
 named whole: at least one of its tests) — the catalogue says which tests catch what,
 and the table printed at the end shows it. The named tests must pass on an unmutated
-copy first (the baseline), or a failure would prove nothing.
+copy first (the baseline), or a failure would prove nothing. ``--baseline-from FILE``
+takes that from a JUnit report instead (``make test`` writes one: CI runs ``make mutants``
+right after it) when the report's run started after the tree's last change and every
+named test passed in it; otherwise the baseline runs as before, saying why.
 
 It exits 1 when a mutation survives (any named test passes) or cannot be run, and 2
 — before anything runs, naming what to fix — when an invariant of DESIGN.md has no
@@ -26,6 +29,7 @@ once, an unknown invariant id, a named test that pytest does not collect).
 Usage::
 
     python -m tests.mutants.run                 # validate, baseline, every mutation
+    python -m tests.mutants.run --baseline-from .conclave/test-results.xml   # make test's run as the baseline
     python -m tests.mutants.run --check         # validate the catalogue only
     python -m tests.mutants.run --only fence-dropped --only count-every-attempt
     python -m tests.mutants.run --jobs 1        # one mutation at a time
@@ -49,6 +53,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from tests import mutant_preflight as preflight
@@ -60,7 +65,7 @@ ROOT = Path(__file__).resolve().parents[2]
 IGNORE = shutil.ignore_patterns(".venv", ".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
                                 ".conclave", "*.egg-info", "*.pyc", "mutmut-*", "mutants")
 TIMEOUT = 900.0  # per mutation; pytest-timeout bounds each test well before this
-JOBS = 2  # mutations at a time
+JOBS = 3  # mutations at a time (on 2 cores: most of a mutation is waiting on subprocesses and timers)
 REDIS_DB = int(os.environ.get("CONCLAVE_TEST_REDIS_DB", "11"))  # job k uses REDIS_DB + k
 
 
@@ -210,20 +215,59 @@ def failed_tests(junit: Path) -> tuple[str, ...]:
     """Node ids (``tests/x/test_y.py::name[param]``) of the tests that failed or errored."""
     if not junit.exists():
         return ()
-    out = []
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        if case.find("failure") is not None or case.find("error") is not None:
-            module = case.get("classname", "").replace(".", "/")
-            out.append(f"{module}.py::{case.get('name')}")
-    return tuple(out)
+    return tuple(node for node, outcome in _cases(ET.parse(junit).getroot()) if outcome == "failed")
+
+
+def _cases(report: ET.Element) -> Iterator[tuple[str, str]]:
+    """Each test case of a JUnit report: its node id and passed | failed | skipped."""
+    for case in report.iter("testcase"):
+        module = case.get("classname", "").replace(".", "/")
+        failed = case.find("failure") is not None or case.find("error") is not None
+        outcome = "failed" if failed else "skipped" if case.find("skipped") is not None else "passed"
+        yield f"{module}.py::{case.get('name')}", outcome
+
+
+def recorded_baseline(root: Path, mutations: Sequence[Mutation], report: Path) -> str | None:
+    """Why the JUnit ``report`` cannot stand for the baseline (None: it can): it must be of a
+    run that started after every file of the tree (as the scratch copies take it) last
+    changed, and every named test must have passed in it (a file named whole: none of its
+    tests failed or was skipped, and at least one ran)."""
+    if not report.is_file():
+        return f"no report at {report}"
+    try:
+        top = ET.parse(report).getroot()
+        suite = top if top.tag == "testsuite" else top.find("testsuite")
+        started = datetime.fromisoformat(suite.get("timestamp", "") if suite is not None else "").timestamp()
+    except (ET.ParseError, ValueError) as exc:
+        return f"{report} is not a JUnit report with a start time ({exc})"
+    assert suite is not None  # fromisoformat("") raised otherwise
+    changed = max(path.stat().st_mtime for path in _tree_files(root))
+    if changed >= started:
+        return f"the tree changed after the run that wrote {report} started"
+    outcomes = list(_cases(suite))
+    for node in sorted({t for m in mutations for t in m.tests}):
+        mine = [outcome for case, outcome in outcomes if _under(case, node)]
+        if not mine or any(outcome != "passed" for outcome in mine):
+            return f"{node} did not pass in {report} ({', '.join(mine) or 'not run'})"
+    return None
+
+
+def _tree_files(root: Path) -> Iterator[Path]:
+    """The files :func:`scratch_copy` takes."""
+    for directory, dirs, files in os.walk(root):
+        ignored = IGNORE(directory, [*dirs, *files])
+        dirs[:] = [d for d in dirs if d not in ignored]
+        yield from (Path(directory, f) for f in files if f not in ignored)
 
 
 def missed(named: Sequence[str], failed: Sequence[str]) -> list[str]:
     """The named tests (or test files) under which nothing failed."""
-    def under(f: str, n: str) -> bool:
-        return f == n or f.startswith(n + ("[" if "::" in n else "::"))
+    return [n for n in named if not any(_under(f, n) for f in failed)]
 
-    return [n for n in named if not any(under(f, n) for f in failed)]
+
+def _under(case: str, named: str) -> bool:
+    """Whether the test ``case`` is the named test, one of its parametrisations, or in the named file."""
+    return case == named or case.startswith(named + ("[" if "::" in named else "::"))
 
 
 def run_one(root: Path, m: Mutation, slot: int = 0) -> Outcome:
@@ -306,6 +350,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--table", action="store_true",
                         help="rewrite docs/invariants.md (each invariant's mutations and tests) from the catalogue")
     parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run of the tests")
+    parser.add_argument("--baseline-from", type=Path, metavar="JUNIT",
+                        help="a JUnit report of a run of this tree (make test's) that stands for the baseline "
+                             "when it started after the tree's last change and every named test passed in it")
     parser.add_argument("--jobs", type=int, default=JOBS, metavar="N",
                         help=f"mutations run at a time, each on its own Redis database (default {JOBS})")
     args = parser.parse_args(argv)
@@ -335,7 +382,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"catalogue: {len(MUTATIONS)} mutations cover all {len(ids)} invariants of {DESIGN}")
     if args.check:
         return 0
-    if not args.no_baseline:
+    unusable = recorded_baseline(ROOT, chosen, args.baseline_from) if args.baseline_from else "not asked"
+    if args.baseline_from and unusable is None:
+        print(f"baseline: the catalogue's tests passed on this tree in {args.baseline_from}")
+    elif not args.no_baseline:
+        if args.baseline_from:
+            print(f"baseline: run here, as {unusable}")
         ok, output, seconds = baseline(ROOT, chosen, args.jobs)
         if not ok:
             print(f"baseline: the catalogue's tests fail on the unmutated tree ({seconds:.0f}s):\n{output}",

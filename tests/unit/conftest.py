@@ -7,10 +7,15 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.unit.planes import Planes, migrated_template
+if TYPE_CHECKING:
+    from tests.unit.planes import Planes
+
+# tests.unit.planes (the whole control plane) is imported by the fixtures that use it, not here: a
+# test process that needs none of it (a mutation's, `pytest tests/unit/test_x.py`) starts a second sooner
 
 # SQLite files live in memory-backed storage when the machine has it: a commit there costs
 # no disk flush, so a whole plan runs in a fraction of a second.
@@ -31,10 +36,14 @@ def fast_dir() -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def template_db(fast_dir: Path) -> Path:
+    from tests.unit.planes import migrated_template
+
     return migrated_template(fast_dir)
 
 
 def _planes(template_db: Path, fast_dir: Path, **settings: object) -> Iterator[Planes]:
+    from tests.unit.planes import Planes
+
     directory = Path(tempfile.mkdtemp(dir=fast_dir))
     p = Planes.open(template_db, directory, **settings)
     yield p

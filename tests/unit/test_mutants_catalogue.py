@@ -6,14 +6,18 @@ DESIGN.md's table names code and tests that exist."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from tests.conftest import ROOT
 from tests.mutants.catalogue import MUTATIONS
 from tests.mutants.catalogue_types import Edit, Mutation, mutation
 from tests.mutants.invariants_doc import DESIGN, GENERATED, invariant_ids, invariant_rows, render
-from tests.mutants.run import missed, problems
+from tests.mutants.run import missed, problems, recorded_baseline
 
 
 def test_the_catalogue_covers_every_invariant_and_is_anchored() -> None:
@@ -94,3 +98,39 @@ def test_a_mutation_is_caught_only_when_every_named_test_failed() -> None:
     assert missed(["tests/a/test_x.py::test_one[sqlite]"], failed) == ["tests/a/test_x.py::test_one[sqlite]"]
     assert missed(["tests/a/test_x.py::test_on"], failed) == ["tests/a/test_x.py::test_on"]
     assert missed(["tests/a/test_z.py"], failed) == ["tests/a/test_z.py"]
+
+
+def test_a_test_runs_report_stands_for_the_baseline_only_when_fresh_and_every_named_test_passed(
+        tmp_path: Path) -> None:
+    """A real pytest run's JUnit report of a small tree: it stands for the baseline of tests that
+    passed in it; not of one that failed, was skipped or did not run, nor once a file changed."""
+    (tmp_path / "tree").mkdir()
+    root = _tree(tmp_path / "tree")
+    (root / "tests" / "test_more.py").write_text(
+        "import pytest\n\n"
+        "def test_fails():\n    assert False\n\n"
+        "@pytest.mark.skip(reason='no')\ndef test_skipped():\n    pass\n\n"
+        "@pytest.mark.parametrize('v', [1, 2])\ndef test_p(v):\n    pass\n")
+    report = tmp_path / "report.xml"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", "tests"],
+                   cwd=root, capture_output=True, timeout=120)
+
+    def named(*tests: str) -> tuple[Mutation, ...]:
+        return (mutation("m", "I1", "pkg/mod.py", "x = 1\n", "x = 0\n", tests=tests, why="."),)
+
+    assert recorded_baseline(root, named("tests/test_mod.py::test_x", "tests/test_more.py::test_p"), report) is None
+    assert recorded_baseline(root, named("tests/test_mod.py", "tests/test_more.py::test_p[2]"), report) is None
+    assert recorded_baseline(root, named("tests/test_more.py::test_fails"), report) == (
+        f"tests/test_more.py::test_fails did not pass in {report} (failed)")
+    assert recorded_baseline(root, named("tests/test_more.py::test_skipped"), report) == (
+        f"tests/test_more.py::test_skipped did not pass in {report} (skipped)")
+    assert recorded_baseline(root, named("tests/test_more.py"), report) == (
+        f"tests/test_more.py did not pass in {report} (failed, skipped, passed, passed)")
+    assert recorded_baseline(root, named("tests/test_mod.py::test_y"), report) == (
+        f"tests/test_mod.py::test_y did not pass in {report} (not run)")
+    assert recorded_baseline(root, named("tests/test_mod.py::test_x"), tmp_path / "none.xml") == (
+        f"no report at {tmp_path / 'none.xml'}")
+    later = time.time() + 5
+    os.utime(root / "pkg" / "mod.py", (later, later))  # edited after the run began
+    assert recorded_baseline(root, named("tests/test_mod.py::test_x"), report) == (
+        f"the tree changed after the run that wrote {report} started")
