@@ -63,7 +63,7 @@ from tests.mutants.invariants_doc import DESIGN, invariant_ids, write
 
 ROOT = Path(__file__).resolve().parents[2]
 IGNORE = shutil.ignore_patterns(".venv", ".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
-                                ".conclave", "*.egg-info", "*.pyc", "mutmut-*", "mutants")
+                                ".hypothesis", ".conclave", "*.egg-info", "*.pyc", "mutmut-*", "mutants")
 TIMEOUT = 900.0  # per mutation; pytest-timeout bounds each test well before this
 JOBS = 3  # mutations at a time (on 2 cores: most of a mutation is waiting on subprocesses and timers)
 REDIS_DB = int(os.environ.get("CONCLAVE_TEST_REDIS_DB", "11"))  # job k uses REDIS_DB + k

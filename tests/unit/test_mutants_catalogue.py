@@ -130,6 +130,9 @@ def test_a_test_runs_report_stands_for_the_baseline_only_when_fresh_and_every_na
         f"tests/test_mod.py::test_y did not pass in {report} (not run)")
     assert recorded_baseline(root, named("tests/test_mod.py::test_x"), tmp_path / "none.xml") == (
         f"no report at {tmp_path / 'none.xml'}")
+    (root / ".hypothesis").mkdir()  # caches a run writes into the tree (hypothesis', pytest's) are not the tree
+    (root / ".hypothesis" / "examples").write_text("")
+    assert recorded_baseline(root, named("tests/test_mod.py::test_x"), report) is None
     later = time.time() + 5
     os.utime(root / "pkg" / "mod.py", (later, later))  # edited after the run began
     assert recorded_baseline(root, named("tests/test_mod.py::test_x"), report) == (
