@@ -18,8 +18,9 @@ from orchestrator.control.coordinator import Coordinator
 from orchestrator.control.dispatch import RecordingDispatcher
 from orchestrator.core.bus import MemoryBus
 from orchestrator.core.settings import Settings
-from storage import Database, NotFound, briefings, connect, contents, outbox, plans, retention
+from storage import Database, NotFound, briefings, connect, contents, outbox, plans, retention, webhook_outbox
 from storage.event_shapes import NewEvent
+from storage.identity import DEFAULT_TENANT
 from storage.models import FleetState, utcnow
 from storage.read_models import NewChunk, NewDocument, NewPhase
 from tasks.housekeeping import Housekeeper
@@ -435,3 +436,69 @@ def test_a_pass_skips_a_plan_another_transaction_holds_and_deletes_the_rest(pg: 
     finally:
         other.dispose()
     assert _rows(pg, held)["plans"] == 1 and _rows(pg, free)["plans"] == 0
+
+
+def _transient(db: Database, pid: str) -> tuple[Any, ...]:
+    """``pid``'s resume guard (owner, until) and how many of its phases hold an enqueue mark."""
+    with db.engine.connect() as c:
+        owner, until = c.execute(text("SELECT resume_owner, resume_until FROM plans WHERE id = :p"), {"p": pid}).one()
+        marked = c.scalar(text("SELECT count(*) FROM phases WHERE plan_id = :p AND enqueued_at IS NOT NULL"),
+                          {"p": pid})
+    return owner, until is not None, int(marked or 0)
+
+
+def test_a_pass_caps_each_plan_of_a_batch_clears_its_transient_rows_and_counts_what_it_deleted(db: Database) -> None:
+    """Two finished plans in one batch are each capped to their own newest events, lose their
+    resume guard (both columns) and enqueue marks; a running plan keeps all of it; ``events``
+    is the number of events deleted."""
+    done_pids = [_plan(db, f"capped {i}", finished_days_ago=1, events_n=130) for i in range(2)]
+    running = _plan(db, "running", finished_days_ago=None, events_n=130)
+    soon = (utcnow() + timedelta(minutes=10)).replace(tzinfo=None)
+    with db.engine.begin() as c:
+        c.execute(text("UPDATE plans SET resume_owner = 'w:1', resume_until = :t"), {"t": soon})
+        c.execute(text("UPDATE phases SET enqueued_at = :t"), {"t": soon})
+    before = {pid: [e.id for e in outbox.list_events(db, pid, limit=1000)] for pid in (*done_pids, running)}
+    assert all(len(ids) > 130 for ids in before.values())
+    with db.engine.begin() as c:  # the first's oldest ten are past the period: step 2 deletes them, then caps
+        c.execute(text("UPDATE events SET created_at = :at WHERE plan_id = :p AND id <= :last"),
+                  {"at": (utcnow() - timedelta(days=40)).replace(tzinfo=None), "p": done_pids[0],
+                   "last": before[done_pids[0]][9]})
+
+    ran = _prune(db)
+
+    assert ran.trimmed == 2
+    for pid in done_pids:  # the newest 100 of each, not 100 between them
+        assert [e.id for e in outbox.list_events(db, pid, limit=1000)] == before[pid][-100:]
+        assert _transient(db, pid) == (None, False, 0)
+    assert ran.events == sum(len(before[pid]) - 100 for pid in done_pids)
+    assert [e.id for e in outbox.list_events(db, running, limit=1000)] == before[running]
+    assert _transient(db, running) == ("w:1", True, 2)  # an active plan is never pruned
+
+
+def _deliveries(db: Database, pid: str) -> list[str]:
+    with db.engine.connect() as c:
+        return sorted(c.scalars(text("SELECT status FROM webhook_deliveries WHERE plan_id = :p"), {"p": pid}))
+
+
+def test_a_plan_past_the_event_period_loses_its_final_deliveries_and_keeps_a_pending_one(db: Database) -> None:
+    """Step 3 deletes a plan's delivered and failed webhook deliveries with its events; a pending
+    one stays until it ends, and a plan still within the period (step 2 only) keeps all of them.
+    A pass of one plan a batch counts every event it deleted, across its batches."""
+    for _ in range(3):  # three endpoints: each plan_finished event makes one delivery per endpoint
+        webhook_outbox.create_endpoint(db, tenant=DEFAULT_TENANT, url="https://hooks.example/x", events=["*"],
+                                       description=None, created_by=None, limit=10)
+    aged = [_plan(db, f"old {i}", finished_days_ago=40 + i) for i in range(2)]
+    recent = _plan(db, "recent", finished_days_ago=1)
+    with db.engine.begin() as c:  # of each plan's three deliveries: one delivered, one failed, one pending
+        for pid in (*aged, recent):
+            ids = sorted(c.scalars(text("SELECT id FROM webhook_deliveries WHERE plan_id = :p"), {"p": pid}))
+            assert len(ids) == 3
+            for id_, status in zip(ids, ("delivered", "failed", "pending"), strict=True):
+                c.execute(text("UPDATE webhook_deliveries SET status = :s WHERE id = :i"), {"s": status, "i": id_})
+    events = sum(_trimmed_to(db, pid) for pid in aged)
+
+    done = _prune(db, keep_days=365, batch=1)
+
+    assert done.events == events > 0 and [_trimmed_to(db, pid) for pid in aged] == [0, 0]
+    assert [_deliveries(db, pid) for pid in aged] == [["pending"]] * 2
+    assert _deliveries(db, recent) == ["delivered", "failed", "pending"]
