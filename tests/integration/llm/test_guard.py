@@ -336,9 +336,14 @@ def test_a_stream_without_abort_that_stalls_after_text_is_truncated() -> None:
     provider = StallsAfterText()
     spec = ModelSpec(name="fake", provider="fake", first_chunk_timeout=TIMEOUT, idle_timeout=TIMEOUT, deadline=10)
     shown: list[str] = []
+    before = set(stream_threads())
     try:
         completion = guarded_call(provider, spec, REQUEST, on_text=shown.append)
+        left = [t for t in stream_threads() if t not in before]  # the call did not wait for the stream
     finally:
         provider.release.set()
     assert completion.truncated and completion.finish_reason == "idle_timeout"  # not "deadline"
     assert shown == ["early "] and completion.text == "early "
+    assert [t.name for t in left] == ["llm-stream-fake"]
+    left[0].join(10)
+    assert not left[0].is_alive()  # released, the stream yields and its producer ends
