@@ -35,8 +35,8 @@ from storage.event_shapes import NewEvent
 from storage.exceptions import NotFound
 from storage.models import Phase, Plan, utcnow
 from storage.outbox import Outbox
-from storage.plans import PLAN_LOCK
 from storage.read_models import EventRecord, NewPhase
+from storage.sql.base import PLAN_LOCK
 from storage.status import PhaseStatus, PlanStatus
 
 REVISION_OF = "revision_of"  # the meta key of a revision phase: the key of the draft it rewrites

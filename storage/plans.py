@@ -21,6 +21,7 @@ from storage.models import Content, Phase, Plan, utcnow
 from storage.outbox import Outbox
 from storage.phases import EARLY_STOP
 from storage.read_models import EventRecord, NewDocument, NewPhase, PhaseRecord, PlanRecord, snapshot
+from storage.sql.base import PLAN_LOCK
 from storage.status import PLAN_FINAL, PhaseStatus, PlanStatus
 
 _REOPENABLE = (PlanStatus.RUNNING, PlanStatus.FAILED, PlanStatus.BUDGET_EXHAUSTED)
@@ -296,14 +297,6 @@ def _state(s: Any, plan_id: str) -> PlanState | None:
         return None
     phases = s.scalars(select(Phase).where(Phase.plan_id == plan_id).order_by(Phase.position)).all()
     return PlanState(snapshot(PlanRecord, row), [snapshot(PhaseRecord, p) for p in phases])
-
-
-#: The plan row's lock for a change of its state: ``FOR NO KEY UPDATE`` on Postgres, the lock a
-#: worker's completion takes with its ``UPDATE`` (``storage.sql``). Not ``FOR UPDATE``, which
-#: also blocks the foreign-key check of every row inserted for the plan: a claim (one statement:
-#: its phase row, then its ``phase_started`` event) would wait on the plan while holding the
-#: phase a cancel waits for — a deadlock, which Postgres breaks by failing one of the two.
-PLAN_LOCK = {"key_share": True}
 
 
 def request_cancel(db: Database, plan_id: str, actor: Principal | None = None) -> Cancelled:

@@ -34,9 +34,8 @@ from storage.db import Database
 from storage.event_shapes import NewEvent
 from storage.exceptions import NotFound
 from storage.models import Content, Phase, Plan, utcnow
-from storage.plans import PLAN_LOCK
 from storage.read_models import EventRecord
-from storage.sql.base import text_sha256
+from storage.sql.base import PLAN_LOCK, text_sha256
 from storage.status import TIMED_OUT, PhaseStatus, PlanStatus
 
 __all__ = ["TIMED_OUT", "Answer", "Ask", "Expired", "answer", "ask", "due_plans", "expire"]

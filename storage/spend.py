@@ -4,7 +4,7 @@ Before a model call under a budget (a plan's ``budget: {max_tokens, usd}``, a te
 monthly budget in dollars) its worst case — the request's estimated tokens plus the model's
 ``max_output_tokens``, at its price, plus its per-call fee — is reserved (:func:`reserve`): in
 one transaction, under the plan row's lock (``FOR NO KEY UPDATE``, as every lock of the plan
-row, :data:`storage.plans.PLAN_LOCK`) and, for a tenant's budget, a transaction-scoped advisory
+row, :data:`storage.sql.base.PLAN_LOCK`) and, for a tenant's budget, a transaction-scoped advisory
 lock keyed by the tenant, what is on record (usage rows) and what is promised (open
 reservations) are summed in ONE statement — one snapshot, so a settlement committing in
 between can be seen neither twice nor not at all — and the reservation is inserted only if
@@ -31,7 +31,7 @@ from sqlalchemy import delete, func, literal, not_, select
 from storage import locks
 from storage.db import Database
 from storage.models import Phase, Plan, Reservation, UsageRow, utcnow
-from storage.plans import PLAN_LOCK
+from storage.sql.base import PLAN_LOCK
 from storage.status import PhaseStatus
 from storage.tenancy import month_of, month_start, spent_this_month
 

@@ -17,8 +17,8 @@ from storage.db import Database
 from storage.exceptions import NotFound
 from storage.models import Plan, utcnow
 from storage.outbox import Outbox
-from storage.plans import PLAN_LOCK
 from storage.read_models import EventRecord
+from storage.sql.base import PLAN_LOCK
 from storage.status import PlanStatus
 
 __all__ = ["Steered", "steer"]

@@ -1,13 +1,14 @@
-"""A gate in Postgres that holds one session's statements at their start, for tests that
-must put a race in a chosen order (a completion held while another attempt takes over, a
-plan's finish held while a cancel lands, an admission held at its insert while a second
-process asks).
+"""A gate in Postgres that holds one session's statements at their start (or their end), for
+tests that must put a race in a chosen order (a completion held while another attempt takes
+over, a plan's finish held while a cancel lands, an admission held at its insert while a
+second process asks, a claim held between its event's insert and its commit).
 
 A statement-level ``BEFORE`` trigger on ``table`` waits for an advisory lock the gate holds,
 for the sessions named :attr:`StatementGate.app` (their ``application_name``) whose query
 matches ``query_like``. Nothing else is held: the trigger fires before the statement locks a
 row, so what the held session did before (its transaction's earlier locks) is what others
-wait on.
+wait on. With ``when="AFTER"`` the statement has done its writes (and holds their locks) and
+waits before it returns: before its transaction can commit.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from storage import Database
 
 class StatementGate:
     def __init__(self, db: Database, *, name: str, event: Literal["INSERT", "UPDATE"], table: str = "plans",
-                 query_like: str | None = None) -> None:
+                 query_like: str | None = None, when: Literal["BEFORE", "AFTER"] = "BEFORE") -> None:
         tag = uuid.uuid4().hex[:8]
         self.app = f"{name}-{tag}"
         self.key = int(tag, 16)
@@ -43,7 +44,7 @@ class StatementGate:
                     END IF;
                     RETURN NULL;
                 END $$"""))
-            c.execute(text(f"CREATE TRIGGER {self._trigger} BEFORE {event} ON {table} "
+            c.execute(text(f"CREATE TRIGGER {self._trigger} {when} {event} ON {table} "
                            f"FOR EACH STATEMENT EXECUTE FUNCTION {self._trigger}()"))
         self._holder = db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         self._holder.execute(text("SELECT pg_advisory_lock(:k)"), {"k": self.key})

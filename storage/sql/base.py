@@ -78,6 +78,16 @@ def phase_record(row: Any, prefix: str = "") -> PhaseRecord:
     return PhaseRecord(**{name: row[prefix + name] for name in PHASE_FIELDS})
 
 
+#: The plan row's lock for a write of the plan: ``FOR NO KEY UPDATE`` on Postgres, the lock an
+#: ``UPDATE plans`` takes (a worker's completion locks the plan with one). Every write of a plan
+#: takes it before it touches a phase row, so two writes of a plan never wait on each other in
+#: opposite orders; a claim takes it in its own statement, before its phase row. Inserting an
+#: event takes it too (migration 0016's trigger), and only then the event's id: one plan's
+#: events commit in the order of their ids, so a watcher following them by id misses none.
+#: Not ``FOR UPDATE``, which also blocks the foreign-key check of every row inserted for the plan.
+PLAN_LOCK = {"key_share": True}
+
+
 @dataclass(frozen=True)
 class Claimed:
     """A claim as stored: the phase as it is now (running, its new attempt), the
@@ -232,8 +242,10 @@ class Statements:
     def claim_update(self) -> Update:
         """The conditional UPDATE that claims a phase (see the module docstring).
         Parameters: ``phase_id``, ``owner``, ``now``, ``expires``."""
+        # the plan's row first, then the phase's: the order of every write of a plan (PLAN_LOCK)
         live_plan = (select(PLANS.c.id).where(PLANS.c.id == PHASES.c.plan_id, PLANS.c.status == PlanStatus.RUNNING,
-                                              PLANS.c.cancel_requested.is_(False)).exists())
+                                              PLANS.c.cancel_requested.is_(False))
+                     .with_for_update(key_share=PLAN_LOCK["key_share"]).exists())
         now = bindparam("now", type_=PHASES.c.started_at.type)
         takeable = or_(PHASES.c.status == PhaseStatus.PENDING,
                        and_(PHASES.c.status == PhaseStatus.RUNNING, PHASES.c.lease_expires_at < now))

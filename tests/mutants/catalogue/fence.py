@@ -150,8 +150,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     mutation(
         "claim-in-a-cancelled-plan", "I13", BASE,
         "PLANS.c.status == PlanStatus.RUNNING,\n"
-        "                                              PLANS.c.cancel_requested.is_(False)).exists())",
-        "PLANS.c.status == PlanStatus.RUNNING).exists())",
+        "                                              PLANS.c.cancel_requested.is_(False))\n",
+        "PLANS.c.status == PlanStatus.RUNNING)\n",
         tests=(f"{CANCEL}::test_a_phase_of_a_cancelled_plan_is_not_taken_over{PG}",),
         why="a phase of a cancelled plan is taken over and its model called again"),
     mutation(

@@ -14,6 +14,8 @@ from tests.mutants.catalogue_types import Mutation, mutation
 
 PROCESSES = "tests/e2e/test_locks_across_processes.py"
 USAGE = "tests/integration/repositories/test_usage_sources.py"
+ORDER = ("tests/integration/repositories/test_event_order.py::"
+         "test_a_watcher_following_by_id_sees_every_event_of_a_plan_when_two_writes_race")
 
 MUTATIONS: tuple[Mutation, ...] = (
     mutation(
@@ -100,4 +102,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/unit/briefing/test_utf16_offsets.py::test_chunks_of_a_document_astral_in_the_middle_slice_back_exactly",
                "tests/unit/briefing/test_utf16_offsets.py::test_citations_after_astral_characters_in_the_middle"),
         why="every span after the second astral character is off: a browser highlights the wrong text"),
+    # I82 — one plan's events commit in id order; a claim takes the plan before its phase
+    mutation(
+        "event-id-taken-before-the-plan-lock", "I82", "storage/migrations/versions/0016_events_in_plan_order.py",
+        "    PERFORM 1 FROM plans WHERE id = NEW.plan_id FOR NO KEY UPDATE;\n",
+        "",
+        tests=(f"{ORDER}[claim-append]", f"{ORDER}[append-claim]"),
+        why="two writes of a plan commit out of id order: a watcher that read the later event moves past the "
+            "earlier one, which it never sends (nor does a Last-Event-ID reconnect)"),
+    mutation(
+        "claim-takes-its-phase-before-the-plan", "I82", "storage/sql/base.py",
+        "                     .with_for_update(key_share=PLAN_LOCK[\"key_share\"]).exists())",
+        "                     .exists())",
+        tests=("tests/integration/repositories/test_cancel_lock.py::"
+               "test_a_claim_landing_while_a_cancel_commits_waits_for_it_and_takes_nothing",),
+        why="a claim holds its phase row while its event waits for the plan a cancel holds, and the cancel waits "
+            "for that phase: Postgres fails one of the two (503 database unavailable)"),
 )
