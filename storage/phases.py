@@ -26,7 +26,7 @@ from storage.db import Database
 from storage.event_shapes import NewEvent
 from storage.models import Phase, Plan, utcnow
 from storage.read_models import EventRecord, NewPhase
-from storage.sql.base import Claimed, PlanLock, Result
+from storage.sql.base import Claimed, PlanLock, Result, plan_first
 from storage.status import Outcome, PhaseStatus
 
 __all__ = ["Claimed", "Finished", "Insertion", "claim_phase", "complete_phase", "fail_phase", "mark_enqueued",
@@ -66,7 +66,7 @@ def release_phase(db: Database, phase_id: str, attempt: int) -> bool:
     the attempt; refused (False) when the plan was cancelled — the caller then fails the
     phase, which ends it cancelled."""
     now = utcnow()
-    live_plan = select(Plan.id).where(Plan.id == Phase.plan_id, Plan.cancel_requested.is_(False)).exists()
+    live_plan = plan_first(Plan.cancel_requested.is_(False))
     with db.transaction() as s:
         released = s.execute(update(Phase)
                              .where(Phase.id == phase_id, Phase.attempt == attempt,
@@ -96,7 +96,7 @@ def mark_enqueued(db: Database, phase_ids: Sequence[str], *, stale_before: datet
         return []
     now = utcnow()
     q = update(Phase).where(Phase.id.in_(list(phase_ids)),
-                            Phase.status.in_((PhaseStatus.PENDING, PhaseStatus.RUNNING)))
+                            Phase.status.in_((PhaseStatus.PENDING, PhaseStatus.RUNNING)), plan_first())
     if stale_before is not None:
         q = q.where(or_(Phase.enqueued_at.is_(None), Phase.enqueued_at < stale_before))
     with db.transaction() as s:
@@ -114,7 +114,7 @@ def release_enqueued(db: Database, phase_ids: Sequence[str]) -> None:
         return
     with db.transaction() as s:
         s.execute(update(Phase).where(Phase.id.in_(list(phase_ids)),
-                                      Phase.status.in_((PhaseStatus.PENDING, PhaseStatus.RUNNING)))
+                                      Phase.status.in_((PhaseStatus.PENDING, PhaseStatus.RUNNING)), plan_first())
                   .values(enqueued_at=None).execution_options(synchronize_session=False))
 
 

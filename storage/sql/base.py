@@ -51,6 +51,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import ColumnElement, Select, Update
+from sqlalchemy.sql.expression import Exists
 
 from storage import event_shapes
 from storage.event_shapes import NewEvent
@@ -86,6 +87,13 @@ def phase_record(row: Any, prefix: str = "") -> PhaseRecord:
 #: events commit in the order of their ids, so a watcher following them by id misses none.
 #: Not ``FOR UPDATE``, which also blocks the foreign-key check of every row inserted for the plan.
 PLAN_LOCK = {"key_share": True}
+
+
+def plan_first(*conditions: ColumnElement[bool]) -> Exists:
+    """A condition of an ``UPDATE`` of phases that locks each one's plan row (:data:`PLAN_LOCK`)
+    where ``conditions`` hold, before the statement locks the phase's row."""
+    return (select(PLANS.c.id).where(PLANS.c.id == PHASES.c.plan_id, *conditions)
+            .with_for_update(key_share=PLAN_LOCK["key_share"]).exists())
 
 
 @dataclass(frozen=True)
@@ -242,10 +250,7 @@ class Statements:
     def claim_update(self) -> Update:
         """The conditional UPDATE that claims a phase (see the module docstring).
         Parameters: ``phase_id``, ``owner``, ``now``, ``expires``."""
-        # the plan's row first, then the phase's: the order of every write of a plan (PLAN_LOCK)
-        live_plan = (select(PLANS.c.id).where(PLANS.c.id == PHASES.c.plan_id, PLANS.c.status == PlanStatus.RUNNING,
-                                              PLANS.c.cancel_requested.is_(False))
-                     .with_for_update(key_share=PLAN_LOCK["key_share"]).exists())
+        live_plan = plan_first(PLANS.c.status == PlanStatus.RUNNING, PLANS.c.cancel_requested.is_(False))
         now = bindparam("now", type_=PHASES.c.started_at.type)
         takeable = or_(PHASES.c.status == PhaseStatus.PENDING,
                        and_(PHASES.c.status == PhaseStatus.RUNNING, PHASES.c.lease_expires_at < now))
@@ -361,7 +366,7 @@ class Statements:
     @cached_property
     def _release(self) -> Update:
         return (update(PHASES).where(PHASES.c.id == bindparam("phase_id"), PHASES.c.status == PhaseStatus.PENDING,
-                                     ~self.ready())
+                                     ~self.ready(), plan_first())
                 .values(enqueued_at=None))
 
     # ------------------------------------------------------------ operations, as plain statements

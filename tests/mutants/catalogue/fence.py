@@ -149,9 +149,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="a running model call is not stopped by the cancel"),
     mutation(
         "claim-in-a-cancelled-plan", "I13", BASE,
-        "PLANS.c.status == PlanStatus.RUNNING,\n"
-        "                                              PLANS.c.cancel_requested.is_(False))\n",
-        "PLANS.c.status == PlanStatus.RUNNING)\n",
+        "live_plan = plan_first(PLANS.c.status == PlanStatus.RUNNING, PLANS.c.cancel_requested.is_(False))",
+        "live_plan = plan_first(PLANS.c.status == PlanStatus.RUNNING)",
         tests=(f"{CANCEL}::test_a_phase_of_a_cancelled_plan_is_not_taken_over{PG}",),
         why="a phase of a cancelled plan is taken over and its model called again"),
     mutation(

@@ -111,11 +111,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="two writes of a plan commit out of id order: a watcher that read the later event moves past the "
             "earlier one, which it never sends (nor does a Last-Event-ID reconnect)"),
     mutation(
-        "claim-takes-its-phase-before-the-plan", "I82", "storage/sql/base.py",
-        "                     .with_for_update(key_share=PLAN_LOCK[\"key_share\"]).exists())",
-        "                     .exists())",
-        tests=("tests/integration/repositories/test_cancel_lock.py::"
+        "phases-locked-before-their-plan", "I82", "storage/sql/base.py",
+        "    return (select(PLANS.c.id).where(PLANS.c.id == PHASES.c.plan_id, *conditions)\n"
+        "            .with_for_update(key_share=PLAN_LOCK[\"key_share\"]).exists())",
+        "    return select(PLANS.c.id).where(PLANS.c.id == PHASES.c.plan_id, *conditions).exists()",
+        tests=("tests/integration/repositories/test_lock_order.py::"
                "test_a_claim_landing_while_a_cancel_commits_waits_for_it_and_takes_nothing",),
-        why="a claim holds its phase row while its event waits for the plan a cancel holds, and the cancel waits "
-            "for that phase: Postgres fails one of the two (503 database unavailable)"),
+        why="a claim (or an advance, a worker's release) locks its phase row, then waits for the plan a cancel "
+            "holds while the cancel waits for that phase: Postgres fails one of the two (503 database unavailable)"),
+    mutation(
+        "advance-marks-phases-before-the-plan", "I82", "storage/phases.py",
+        "                            Phase.status.in_((PhaseStatus.PENDING, PhaseStatus.RUNNING)), plan_first())\n"
+        "    if stale_before",
+        "                            Phase.status.in_((PhaseStatus.PENDING, PhaseStatus.RUNNING)))\n"
+        "    if stale_before",
+        tests=("tests/integration/repositories/test_lock_order.py::"
+               "test_a_claim_landing_while_an_advance_marks_its_phase_waits_for_it",),
+        why="an advance holds the phases it marks while it waits for the plan a claim of one of them holds: "
+            "Postgres fails one of the two"),
 )

@@ -1,15 +1,19 @@
-"""A cancel and a claim of the same plan at once never deadlock, whichever is first.
+"""Every write of a plan locks the plan's row before a phase row, so two writes of one plan
+never wait on each other in opposite orders — which Postgres breaks by failing one of them
+(the API answered 503 ``database unavailable``; a worker's write failed).
 
-Both lock the plan's row (``FOR NO KEY UPDATE``, :data:`storage.sql.base.PLAN_LOCK`) before a
-phase row: a cancel takes the plan, then cancels the pending phases; a claim (one statement)
-takes the plan in its condition, then its phase row, then inserts its ``phase_started`` event
-(whose trigger locks the plan again, a no-op, before it takes the id). A claim that took its
-phase row first would hold the phase a cancel waits for while it waits for the plan the cancel
-holds, and Postgres would fail one of the two (the API answered 503 ``database unavailable``).
+The plan's row is locked ``FOR NO KEY UPDATE`` (:data:`storage.sql.base.PLAN_LOCK`): a cancel
+takes it, then cancels the pending phases; a claim (one statement) takes it in its condition,
+then its phase row, then inserts its ``phase_started`` event (whose trigger locks the plan
+again, a no-op, before it takes the id); an advance marking phases enqueued takes it in its
+``UPDATE phases``' condition, before the rows. A claim that took its phase row first would hold
+the phase a cancel waits for while it waits for the plan the cancel holds; an advance that
+marked its phases first would hold the phase a claim waits for while it waits for the plan the
+claim holds.
 
-Each order is driven on real statements: a gate holds the first (the claim after its event's
-insert, or the cancel before its ``UPDATE phases``) while the second starts, and lets it go
-once the second waits.
+Each order is driven on real statements: a gate holds the first write (the claim after its
+event's insert, the cancel before its ``UPDATE phases``, the advance before its ``UPDATE
+plans``) while the second starts, and lets it go once the second waits.
 """
 
 from __future__ import annotations
@@ -21,9 +25,9 @@ from typing import Any
 
 from sqlalchemy import text
 
-from storage import Database, connect, plans
+from storage import Database, connect, phases, plans
 from tests.integration.durability import wait_for
-from tests.integration.repositories.ledger import claim, new_plan
+from tests.integration.repositories.ledger import claim, new_plan, phase
 from tests.statement_gate import StatementGate, statement_gate
 
 
@@ -95,3 +99,15 @@ def test_a_claim_landing_while_a_cancel_commits_waits_for_it_and_takes_nothing(p
     assert outcome["second"] is None  # it saw the cancel once the plan's row was its
     state = plans.load_state(pg, plan_id)
     assert state.plan.cancel_requested and {p.status for p in state.phases} == {"cancelled"}
+
+
+def test_a_claim_landing_while_an_advance_marks_its_phase_waits_for_it(pg: Database, clean_db: str) -> None:
+    plan_id = new_plan(pg)
+    opening = phase(pg, plan_id, "opening").id
+    with statement_gate(pg, name="mark-gate", event="UPDATE", table="plans",
+                        query_like="UPDATE plans SET updated_at%") as gate:
+        outcome = _race(pg, clean_db, gate, lambda via: phases.mark_enqueued(via, [opening], stale_before=None),
+                        lambda via: claim(via, plan_id, "opening", "w1"))
+    assert "first error" not in outcome and "second error" not in outcome, outcome
+    assert outcome["first"] == [opening]
+    assert outcome["second"] is not None and outcome["second"].phase.status == "running"
