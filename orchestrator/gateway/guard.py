@@ -50,7 +50,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.gateway.budget import estimate_usage
 from orchestrator.gateway.failures import (
     CallCancelled,
     FatalError,
@@ -59,6 +58,7 @@ from orchestrator.gateway.failures import (
     RateLimited,
     StreamStalled,
 )
+from orchestrator.gateway.tokens import estimate_usage
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, Provider, TextDelta, Usage, UsageReport
 from orchestrator.gateway.watchdog import CANCELLED, WATCHDOG, Watch
 
