@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import math
 import queue
 import threading
 import time
@@ -60,7 +61,7 @@ from orchestrator.gateway.failures import (
 )
 from orchestrator.gateway.tokens import estimate_usage
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, Provider, TextDelta, Usage, UsageReport
-from orchestrator.gateway.watchdog import CANCELLED, WATCHDOG, Watch
+from orchestrator.gateway.watchdog import CANCELLED, WATCHDOG
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +132,86 @@ def guarded_call(
             raise CallCancelled(f"model {spec.name!r}: cancelled while replaying", usage=completion.usage)
         on_text(completion.text[start : start + REPLAY_CHUNK])
     return completion
+
+
+class Watch:
+    """The clocks of one model call, kept by the process's watchdog thread
+    (:data:`orchestrator.gateway.watchdog.WATCHDOG`). The reader calls :meth:`saw` for every
+    event, two attribute writes: no queue, no lock and no thread switch per chunk. A watch is
+    due, as things stand: until the stream shows text, at its first-chunk timeout; after
+    that, ``idle_timeout`` after its last event; always at the call's deadline; and at once
+    when ``should_stop()`` says so, which the watchdog polls. The watchdog sets
+    :attr:`reason` once (before it trips) and never clears it."""
+
+    __slots__ = (
+        "_clock",
+        "_first_due",
+        "_idle",
+        "_should_stop",
+        "deadline_at",
+        "has_text",
+        "last_event",
+        "reason",
+        "started",
+        "trip",
+    )
+
+    def __init__(self, spec: ModelSpec, should_stop: Callable[[], bool],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """Starts the call's clocks now."""
+        self._should_stop, self._clock = should_stop, clock
+        self.started = started = clock()
+        self.deadline_at = started + spec.deadline
+        self._first_due = started + spec.first_chunk_timeout
+        self._idle = spec.idle_timeout
+        self.has_text = False
+        self.last_event = started
+        self.reason: str | None = None
+        self.trip: Callable[[], None] = _nothing  # what the watchdog does once this is due
+
+    def fallback(self) -> Watch:
+        """A watch of the same call for its non-streaming fallback: due at the deadline only."""
+        watch = Watch.__new__(Watch)
+        watch._should_stop, watch._clock = self._should_stop, self._clock
+        watch.started, watch.deadline_at, watch._first_due, watch._idle = self.started, self.deadline_at, math.inf, 0.0
+        watch.has_text, watch.last_event, watch.reason, watch.trip = False, self.last_event, None, _nothing
+        return watch
+
+    def saw(self, *, text: bool) -> None:
+        self.last_event = self._clock()
+        if text:
+            self.has_text = True
+
+    def due(self) -> tuple[float, str]:
+        """When this call is given up, and why, as things stand."""
+        if self.has_text:
+            return min((self.last_event + self._idle, "idle_timeout"), (self.deadline_at, "deadline"))
+        return min((self._first_due, "first_chunk_timeout"), (self.deadline_at, "deadline"))
+
+    def _check(self) -> float | None:
+        """Sets :attr:`reason` if the call is cancelled or due; else returns its next due
+        time (on the monotonic clock)."""
+        try:
+            stop = self._should_stop()
+        except Exception:
+            logger.debug("action=should_stop_failed", exc_info=True)
+            stop = False
+        until, reason = self.due()
+        left = until - self._clock()
+        if stop or left <= 0:
+            self.reason = CANCELLED if stop else reason
+            return None
+        return time.monotonic() + left
+
+    def _trip(self) -> None:
+        try:
+            self.trip()
+        except Exception:
+            logger.debug("action=watch_trip_failed", exc_info=True)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _read_stream(
