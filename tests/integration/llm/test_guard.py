@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from orchestrator.gateway.failures import AuthError, CallCancelled, StreamStalled
-from orchestrator.gateway.guard import REPLAY_CHUNK, guarded_call
+from orchestrator.gateway.fallback import REPLAY_CHUNK
+from orchestrator.gateway.guard import guarded_call
 from orchestrator.gateway.providers.anthropic import AnthropicProvider
 from orchestrator.gateway.providers.ollama import OllamaProvider
 from orchestrator.gateway.providers.openai import OpenAIProvider
