@@ -108,13 +108,11 @@ def guarded_call(
 
 
 class Watch:
-    """The clocks of one model call, kept by the process's watchdog thread
-    (:data:`orchestrator.gateway.watchdog.WATCHDOG`). The reader calls :meth:`saw` for every
-    event, two attribute writes: no queue, no lock and no thread switch per chunk. A watch is
-    due, as things stand: until the stream shows text, at its first-chunk timeout; after
-    that, ``idle_timeout`` after its last event; always at the call's deadline; and at once
-    when ``should_stop()`` says so, which the watchdog polls. The watchdog sets
-    :attr:`reason` once (before it trips) and never clears it."""
+    """The clocks of one model call (when it is due: :meth:`due`, and ``should_stop()``),
+    kept by the process's watchdog thread (:data:`orchestrator.gateway.watchdog.WATCHDOG`).
+    The reader calls :meth:`saw` for every event, two attribute writes: no queue, no lock and
+    no thread switch per chunk. The watchdog sets :attr:`reason` once (before it trips) and
+    never clears it."""
 
     __slots__ = (
         "_clock",
@@ -151,6 +149,7 @@ class Watch:
         return watch
 
     def past_deadline(self) -> bool:
+        """Whether the call's deadline has passed (the fallback is not started then)."""
         return self._clock() >= self.deadline_at
 
     def saw(self, *, text: bool) -> None:
