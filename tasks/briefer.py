@@ -28,7 +28,7 @@ from orchestrator.briefing.citations import find_citations
 from orchestrator.briefing.passages import retrieve
 from orchestrator.briefing.rerank import Reranker, load_reranker
 from orchestrator.core.settings import Settings
-from orchestrator.gateway.budget import request_tokens
+from orchestrator.gateway.tokens import request_tokens
 from orchestrator.gateway.types import ChatRequest, ModelSpec
 from orchestrator.plan.prompts import briefing_overhead, with_briefing
 from orchestrator.plan.schema import BoardPlan, TeamPlan

@@ -26,9 +26,9 @@ from orchestrator import tracing
 from orchestrator.core.bus import Bus, Chunks, publish_events
 from orchestrator.core.errors import ServiceUnavailable, storage_boundary
 from orchestrator.core.settings import Settings
-from orchestrator.gateway.budget import request_tokens
 from orchestrator.gateway.failures import BudgetExhausted, LLMError, Unpriced
 from orchestrator.gateway.model_gateway import Gateway
+from orchestrator.gateway.tokens import request_tokens
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, Provider, Usage
 from orchestrator.metrics import MeasureCalls, recorder
 from orchestrator.plan import stand_in, tally

@@ -20,7 +20,7 @@ from orchestrator.briefing.entries import BriefingDocument
 from orchestrator.briefing.utf16 import utf16_len
 from orchestrator.core.errors import InvalidPlan
 from orchestrator.core.settings import Settings
-from orchestrator.gateway.budget import estimate_tokens
+from orchestrator.gateway.tokens import estimate_tokens
 from storage.read_models import NewChunk, NewDocument
 
 

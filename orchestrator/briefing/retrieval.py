@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from orchestrator.gateway.budget import estimate_tokens
+from orchestrator.gateway.tokens import estimate_tokens
 from storage.read_models import ChunkRecord
 
 MAX_TERMS = 48

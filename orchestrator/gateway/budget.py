@@ -1,41 +1,30 @@
-"""Token estimates and context budgeting.
-
-``estimate_tokens`` is an ESTIMATE, used where no tokenizer is at hand: to decide
-whether a request fits a model's window and to fill usage rows when a provider
-reports none (those rows say ``source="estimated", method="chars/4"``). Characters
-count a quarter token each, except the characters of scripts written without spaces —
-Chinese, Japanese and Korean, full-width forms — which count one token each: real
-tokenizers spend one to three tokens on such a character, so a quarter would let a CJK
-board overflow a window the budget thought it fitted. Keep a margin in ``context_window``.
+"""Context budgeting: the request a model receives fits its window.
 
 ``fit_request`` guarantees that the request a model receives fits
 ``spec.context_window`` with ``spec.max_output_tokens`` reserved for the answer,
 measured over the WHOLE rendered request (system, every context block with its
-heading, prompt). When it does not fit, the OLDEST context blocks are replaced,
-one by one, by summaries (same ``source`` and title, ``summarised=True``) until
-it does. Summaries come from a caller-supplied summariser (the gateway routes it
-through the same hooks, retries and stream guard as any call) and each
-summariser request is itself fitted: material too long for one request is cut
-into pieces, summarised piecewise and the partial summaries summarised again.
-If the request cannot fit even then, ``ContextOverflow`` says why. Nothing is
-ever silently truncated.
+heading, prompt) in estimated tokens (:mod:`orchestrator.gateway.tokens`). When it
+does not fit, the OLDEST context blocks are replaced, one by one, by summaries (same
+``source`` and title, ``summarised=True``) until it does. Summaries come from a
+caller-supplied summariser (the gateway routes it through the same hooks, retries and
+stream guard as any call) and each summariser request is itself fitted: material too
+long for one request is cut into pieces, summarised piecewise and the partial
+summaries summarised again. If the request cannot fit even then, ``ContextOverflow``
+says why. Nothing is ever silently truncated.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import re
 from collections.abc import Callable
 from dataclasses import replace
 
 from orchestrator.gateway.failures import ContextOverflow
-from orchestrator.gateway.types import ChatRequest, Completion, ContextBlock, ModelSpec, Usage
+from orchestrator.gateway.tokens import MESSAGE_OVERHEAD, estimate_tokens, request_tokens
+from orchestrator.gateway.types import ChatRequest, Completion, ContextBlock, ModelSpec
 
 logger = logging.getLogger(__name__)
 
-ESTIMATE_METHOD = "chars/4"
-_MESSAGE_OVERHEAD = 8  # role markers and separators per message, in tokens
 _MIN_SUMMARY_ROOM = 64  # below this many free tokens a summariser request is pointless
 _MAX_ROUNDS = 4  # map-reduce rounds before giving up on shrinking one block
 
@@ -45,32 +34,6 @@ _SUMMARY_SYSTEM = (
 )
 
 Summarise = Callable[[ChatRequest], Completion]
-
-
-#: One token each: Hangul Jamo, CJK radicals to unified ideographs (kana, bopomofo, …
-#: included), Hangul syllables, compatibility ideographs, full-width forms, and the
-#: supplementary ideograph planes.
-_WIDE = re.compile("[\u1100-\u11ff\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff"
-                   "\ufe30-\ufe4f\uff00-\uffef\U00020000-\U0003ffff]")
-
-
-def estimate_tokens(text: str) -> int:
-    """An estimate, not a count: ``ceil(others / 4) + wide`` (see the module's notes)."""
-    if text.isascii():
-        return math.ceil(len(text) / 4)
-    wide = len(_WIDE.findall(text))
-    return math.ceil((len(text) - wide) / 4) + wide
-
-
-def request_tokens(request: ChatRequest) -> int:
-    """Estimated input tokens of the whole request as it is rendered for a provider."""
-    messages = request.messages()
-    return sum(estimate_tokens(m.content) + _MESSAGE_OVERHEAD for m in messages)
-
-
-def estimate_usage(request: ChatRequest, output: str) -> Usage:
-    """Usage labelled as estimated, for providers that report none."""
-    return Usage(request_tokens(request), estimate_tokens(output), "estimated", ESTIMATE_METHOD)
 
 
 def fits(spec: ModelSpec, request: ChatRequest) -> bool:
@@ -132,7 +95,7 @@ def _summary_request(parent: ChatRequest, block: ContextBlock, text: str, part: 
 def _room(spec: ModelSpec, parent: ChatRequest, block: ContextBlock) -> int:
     """How many tokens of material one summariser request can carry."""
     empty = _summary_request(parent, block, "", " (part 99 of 99)")
-    return spec.context_window - spec.max_output_tokens - request_tokens(empty) - _MESSAGE_OVERHEAD
+    return spec.context_window - spec.max_output_tokens - request_tokens(empty) - MESSAGE_OVERHEAD
 
 
 def _summarise_text(

@@ -2,15 +2,17 @@
 
 Failure report 001: a stream that accepted the request but never sent its first chunk
 hung a whole board meeting, and the first fix then re-broadcast the full text on top of
-a stream that broke half-way. This module makes both impossible. A call's path, all of
-it here, is: :func:`guarded_call` → :func:`_read_stream` → (when the stream gave nothing)
-:func:`_bounded_complete` and the replay → back to the gateway.
+a stream that broke half-way. This module makes both impossible. A call's path reads
+down the file: :func:`guarded_call` starts the call's clocks (:class:`Watch`), reads the
+stream (:func:`_read_stream`, through its :class:`_Producer`), and returns what it
+showed — or, when it showed nothing, hands the call to the non-streaming fallback
+(:mod:`orchestrator.gateway.fallback`) — back to the gateway.
 
-* The call's clocks and its cancellation are the watchdog's
-  (:mod:`orchestrator.gateway.watchdog`): the guard registers the call's ``Watch``, with a
-  trip that aborts the stream and wakes a waiting reader, and only reads. The watch is
-  due at ``first_chunk_timeout`` until the first text, ``idle_timeout`` after the last
-  event, ``deadline`` overall, and when ``should_stop()`` says so.
+* The call's clocks are its :class:`Watch`: due at ``first_chunk_timeout`` until the
+  first text, ``idle_timeout`` after the last event, ``deadline`` overall, and when
+  ``should_stop()`` says so. One watchdog thread per process keeps every watch
+  (:mod:`orchestrator.gateway.watchdog`): the guard registers the call's watch, with a
+  trip that aborts the stream and wakes a waiting reader, and only reads.
 * The stream's first event is read by a producer thread that feeds a queue, so that no
   read can block the caller before the watchdog can wake it. A stream that can be
   aborted (every network provider's, the offline model's) is then handed over: its
@@ -20,15 +22,15 @@ it here, is: :func:`guarded_call` → :func:`_read_stream` → (when the stream 
   queue, and before each event read from a handed-over stream is shown.
 * No first chunk, an empty stream, or a stream error before any text (other than rate
   limiting and fatal errors, which a non-streaming call would meet too) fall back to
-  ``provider.complete()`` — itself run in a thread, watched up to the deadline — and its
-  text is replayed through ``on_text`` in ``REPLAY_CHUNK``-character chunks:
-  ``Completion(fallback=True)``.
+  ``provider.complete()``, watched up to the deadline, its text replayed through
+  ``on_text``: ``Completion(fallback=True)`` (:mod:`orchestrator.gateway.fallback`).
 * An error or timeout AFTER text was shown returns what was shown,
   ``Completion(truncated=True)``; ``complete()`` is never called then, so watchers never
   see the text twice.
 * ``on_text`` is only ever called on the caller's thread, in order.
-* Usage is the provider's when it reported one, else an estimate labelled
-  ``source="estimated"``; an error raised after the provider reported usage carries it.
+* Usage is the provider's when it reported one, else an estimate of the text shown,
+  labelled ``source="estimated"`` (:mod:`orchestrator.gateway.tokens`); an error raised
+  after the provider reported usage carries it.
 
 When the guard gives up on a stream still with its producer, it stops the producer: it calls the
 stream's ``abort()`` if it has one (network providers shut the socket down, which wakes
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import math
 import queue
 import threading
 import time
@@ -50,21 +53,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.gateway.budget import estimate_usage
-from orchestrator.gateway.failures import (
-    CallCancelled,
-    FatalError,
-    LLMError,
-    ProviderUnavailable,
-    RateLimited,
-    StreamStalled,
-)
+from orchestrator.gateway.failures import CallCancelled, StreamStalled
+from orchestrator.gateway.fallback import fall_back
+from orchestrator.gateway.tokens import estimate_usage
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, Provider, TextDelta, Usage, UsageReport
-from orchestrator.gateway.watchdog import CANCELLED, WATCHDOG, Watch
+from orchestrator.gateway.watchdog import CANCELLED, WATCHDOG
 
 logger = logging.getLogger(__name__)
 
-REPLAY_CHUNK = 24  # characters per on_text call when replaying a fallback
 JOIN_GRACE = 1.0  # seconds to wait for a stopped producer before leaving it behind
 
 OnText = Callable[[str], None]
@@ -108,29 +104,89 @@ def guarded_call(
             getattr(outcome.error, "detail", None),  # what the provider said, redacted: the log only
         )
         return Completion(text=outcome.text, usage=usage, truncated=True, finish_reason=outcome.reason)
-    error = outcome.error
-    # tokens the failed stream is known to have spent: its final report, else the error's partial one
-    spent = outcome.usage or (error.usage if isinstance(error, LLMError) else None)
-    if isinstance(error, RateLimited | FatalError):
-        raise _with_usage(error, spent)
-    if clock() >= watch.deadline_at:
-        raise _with_usage(
-            StreamStalled(f"model {spec.name!r}: no output within the deadline of {spec.deadline}s"),
-            spent,
-        )
-    logger.warning(
-        "action=stream_fallback model=%s reason=%s error=%s upstream=%s",
-        spec.name,
-        outcome.reason,
-        type(error).__name__ if error else None,
-        getattr(error, "detail", None),  # what the provider said, redacted: the log only
+    return fall_back(provider, spec, request, fallback, outcome, on_text, should_stop)
+
+
+class Watch:
+    """The clocks of one model call (when it is due: :meth:`due`, and ``should_stop()``),
+    kept by the process's watchdog thread (:data:`orchestrator.gateway.watchdog.WATCHDOG`).
+    The reader calls :meth:`saw` for every event, two attribute writes: no queue, no lock and
+    no thread switch per chunk. The watchdog sets :attr:`reason` once (before it trips) and
+    never clears it."""
+
+    __slots__ = (
+        "_clock",
+        "_first_due",
+        "_idle",
+        "_should_stop",
+        "deadline_at",
+        "has_text",
+        "last_event",
+        "reason",
+        "started",
+        "trip",
     )
-    completion = _bounded_complete(provider, spec, request, fallback, spent, outcome.reason)
-    for start in range(0, len(completion.text), REPLAY_CHUNK):
-        if should_stop():
-            raise CallCancelled(f"model {spec.name!r}: cancelled while replaying", usage=completion.usage)
-        on_text(completion.text[start : start + REPLAY_CHUNK])
-    return completion
+
+    def __init__(self, spec: ModelSpec, should_stop: Callable[[], bool],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """Starts the call's clocks now."""
+        self._should_stop, self._clock = should_stop, clock
+        self.started = started = clock()
+        self.deadline_at = started + spec.deadline
+        self._first_due = started + spec.first_chunk_timeout
+        self._idle = spec.idle_timeout
+        self.has_text = False
+        self.last_event = started
+        self.reason: str | None = None
+        self.trip: Callable[[], None] = _nothing  # what the watchdog does once this is due
+
+    def fallback(self) -> Watch:
+        """A watch of the same call for its non-streaming fallback: due at the deadline only."""
+        watch = Watch.__new__(Watch)
+        watch._should_stop, watch._clock = self._should_stop, self._clock
+        watch.started, watch.deadline_at, watch._first_due, watch._idle = self.started, self.deadline_at, math.inf, 0.0
+        watch.has_text, watch.last_event, watch.reason, watch.trip = False, self.last_event, None, _nothing
+        return watch
+
+    def past_deadline(self) -> bool:
+        """Whether the call's deadline has passed (the fallback is not started then)."""
+        return self._clock() >= self.deadline_at
+
+    def saw(self, *, text: bool) -> None:
+        self.last_event = self._clock()
+        if text:
+            self.has_text = True
+
+    def due(self) -> tuple[float, str]:
+        """When this call is given up, and why, as things stand."""
+        if self.has_text:
+            return min((self.last_event + self._idle, "idle_timeout"), (self.deadline_at, "deadline"))
+        return min((self._first_due, "first_chunk_timeout"), (self.deadline_at, "deadline"))
+
+    def _check(self) -> float | None:
+        """Sets :attr:`reason` if the call is cancelled or due; else returns its next due
+        time (on the monotonic clock)."""
+        try:
+            stop = self._should_stop()
+        except Exception:
+            logger.debug("action=should_stop_failed", exc_info=True)
+            stop = False
+        until, reason = self.due()
+        left = until - self._clock()
+        if stop or left <= 0:
+            self.reason = CANCELLED if stop else reason
+            return None
+        return time.monotonic() + left
+
+    def _trip(self) -> None:
+        try:
+            self.trip()
+        except Exception:
+            logger.debug("action=watch_trip_failed", exc_info=True)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _read_stream(
@@ -166,8 +222,7 @@ def _read_stream(
                     return _Outcome("".join(parts), usage, None, "end")
                 except Exception as exc:
                     if watch.reason == CANCELLED or isinstance(exc, _Stopped):
-                        raise CallCancelled(f"model {spec.name!r}: cancelled",
-                                            usage=_known(usage, request, parts)) from None
+                        break
                     if watch.reason is not None:
                         return _Outcome("".join(parts), usage,
                                         StreamStalled(f"model {spec.name!r}: {watch.reason}"), watch.reason)
@@ -175,7 +230,7 @@ def _read_stream(
                 is_text = isinstance(event, TextDelta) and bool(event.text)
                 watch.saw(text=is_text)
                 if inline and should_stop():  # the queue's reader checked before it waited
-                    raise CallCancelled(f"model {spec.name!r}: cancelled", usage=_known(usage, request, parts))
+                    break
                 if is_text:
                     parts.append(event.text)
                     on_text(event.text)
@@ -183,6 +238,8 @@ def _read_stream(
                     usage = event.usage
     finally:
         producer.let_go()
+    # the loop ends without an outcome only when the call was cancelled
+    raise CallCancelled(f"model {spec.name!r}: cancelled", usage=_known(usage, request, parts))
 
 
 class _Tripped(Exception):
@@ -297,77 +354,8 @@ def _close(stream: Any, iterator: Iterator[Any]) -> None:
                 logger.debug("action=stream_close_failed", exc_info=True)
 
 
-def _bounded_complete(
-    provider: Provider,
-    spec: ModelSpec,
-    request: ChatRequest,
-    watch: Watch,
-    stream_usage: Usage | None,
-    reason: str,
-) -> Completion:
-    """``provider.complete()`` in a daemon thread, watched until the deadline; ``reason``:
-    why the stream was given up (kept on the completion, for metrics)."""
-    result: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-
-    def run() -> None:
-        try:
-            result.put((_END, provider.complete(spec, request)))
-        except BaseException as exc:  # forwarded to the caller
-            result.put((_ERROR, exc))
-
-    with WATCHDOG.watching(watch, lambda: result.put((_TRIPPED, None))):
-        threading.Thread(target=contextvars.copy_context().run, args=(run,), name=f"llm-complete-{spec.name}",
-                         daemon=True).start()
-        kind, payload = result.get()
-    if kind == _TRIPPED:
-        if watch.reason == CANCELLED:
-            raise CallCancelled(f"model {spec.name!r}: cancelled during fallback", usage=stream_usage)
-        raise StreamStalled(
-            f"model {spec.name!r}: fallback did not finish within the deadline of {spec.deadline}s",
-            usage=stream_usage,
-        )
-    if kind == _ERROR:
-        if isinstance(payload, LLMError):
-            if payload.usage is not None and stream_usage is not None:
-                # the failed fallback's own report: the call spent the stream's tokens too
-                payload.usage = _add(stream_usage, payload.usage)
-            raise _with_usage(payload, stream_usage)
-        raise ProviderUnavailable(
-            f"model {spec.name!r}: {type(payload).__name__} in complete()", usage=stream_usage
-        ) from payload
-    completion: Completion = payload
-    return Completion(
-        text=completion.text,
-        usage=_add(stream_usage, completion.usage),
-        fallback=True,
-        finish_reason=completion.finish_reason,
-        fallback_reason=reason,
-    )
-
-
 def _known(usage: Usage | None, request: ChatRequest, parts: list[str]) -> Usage | None:
     """Usage to put on a cancellation: reported, else estimated if text was produced."""
     if usage is not None:
         return usage
     return estimate_usage(request, "".join(parts)) if parts else None
-
-
-def _with_usage(error: BaseException, usage: Usage | None) -> LLMError:
-    if not isinstance(error, LLMError):
-        wrapped = ProviderUnavailable(f"{type(error).__name__} in stream", usage=usage)
-        wrapped.__cause__ = error
-        return wrapped
-    if error.usage is None and usage is not None:
-        error.usage = usage
-    return error
-
-
-def _add(first: Usage | None, second: Usage) -> Usage:
-    """Usage of a failed stream attempt plus its fallback; estimated if either part is."""
-    if first is None:
-        return second
-    tokens = (first.input_tokens + second.input_tokens, first.output_tokens + second.output_tokens)
-    if first.source == second.source == "provider":
-        return Usage(*tokens, "provider")
-    method = "+".join(part or "provider" for part in (first.method, second.method))
-    return Usage(*tokens, "estimated", method)

@@ -29,6 +29,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from orchestrator.gateway.budget import fit_request
 from orchestrator.gateway.failures import CallCancelled, LLMError, ProviderMisconfigured, RetryableError
@@ -122,56 +123,62 @@ class Gateway:
         on_text: Callable[[str], None] = lambda s: None,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> Completion:
+        """One model call, top-down: its provider, its request fitted to the model's window
+        (each summary that takes is a call of its own, through the same attempts), then its
+        attempts."""
         provider = self.provider(spec)
-
-        def summarise(summary_request: ChatRequest) -> Completion:
-            return self._with_retries(provider, spec, summary_request, _discard, should_stop)
-
+        summarise = partial(self._attempts, provider, spec, on_text=_discard, should_stop=should_stop)
         fitted = fit_request(spec, request, summarise)
-        return self._with_retries(provider, spec, fitted, on_text, should_stop)
+        return self._attempts(provider, spec, fitted, on_text=on_text, should_stop=should_stop)
 
-    def _with_retries(
+    def _attempts(
         self,
         provider: Provider,
         spec: ModelSpec,
         request: ChatRequest,
+        *,
         on_text: Callable[[str], None],
         should_stop: Callable[[], bool],
     ) -> Completion:
-        retries = 0
+        """Guarded attempts, each let through by the hooks and told to them, until one returns
+        or fails for good; a retryable failure is tried again after its back-off."""
+        retries, delay = 0, 0.0
         while True:
+            self._back_off(delay, should_stop, spec)  # nothing to wait before the first attempt
             if should_stop():
                 raise CallCancelled(f"model {spec.name!r}: cancelled before the call")
             for hook in self._hooks:
                 hook.before_call(spec, request)
             timed = _Timed(on_text)
+            failure: BaseException | None = None
             try:
                 completion = guarded_call(provider, spec, request, on_text=timed, should_stop=should_stop)
             except LLMError as exc:
                 if exc.detail:  # what the provider said, redacted: the worker's log only, never stored
                     logger.warning("action=llm_upstream_error model=%s purpose=%s code=%s reason=%s upstream=%s",
                                    spec.name, request.purpose, exc.code, exc.message, exc.detail)
-                delay = self._retry_delay(spec, exc, retries)
-                self._after(spec, request, timed.attempt(None, exc, exc.usage, delay))
-                if delay is None:
-                    raise
-                retries += 1
-                logger.warning(
-                    "action=llm_retry model=%s purpose=%s retry=%d delay=%.2f code=%s",
-                    spec.name,
-                    request.purpose,
-                    retries,
-                    delay,
-                    exc.code,
-                )
-                self._wait(delay, should_stop, spec)
-                continue
-            except Exception as exc:
+                retry_in = self._retry_delay(spec, exc, retries)
+                failure, attempt = exc, timed.attempt(None, exc, exc.usage, retry_in)
+            except Exception as exc:  # not the gateway's: the hooks are told its type, and it is raised as it is
                 error = LLMError(f"{type(exc).__name__} during the call")
-                self._after(spec, request, timed.attempt(None, error, None, None))
-                raise
-            self._after(spec, request, timed.attempt(completion, None, completion.usage, None))
-            return completion
+                failure, attempt = exc, timed.attempt(None, error, None, None)
+            else:
+                attempt = timed.attempt(completion, None, completion.usage, None)
+            self._after(spec, request, attempt)  # the one point where the hooks hear of an attempt
+            if failure is None:
+                return completion
+            if attempt.retry_in is None:
+                raise failure
+            assert attempt.error is not None  # only the gateway's own errors are retried
+            retries, delay = retries + 1, attempt.retry_in
+            logger.warning(
+                "action=llm_retry model=%s purpose=%s retry=%d delay=%.2f code=%s",
+                spec.name,
+                request.purpose,
+                retries,
+                delay,
+                attempt.error.code,
+            )
 
     def _after(self, spec: ModelSpec, request: ChatRequest, attempt: Attempt) -> None:
         for hook in self._hooks:
@@ -188,7 +195,7 @@ class Gateway:
         delay = min(self.backoff_max, self.backoff_base * 2**retries)
         return delay * random.uniform(0.8, 1.0)  # jitter: a fleet must not retry in lockstep
 
-    def _wait(self, delay: float, should_stop: Callable[[], bool], spec: ModelSpec) -> None:
+    def _back_off(self, delay: float, should_stop: Callable[[], bool], spec: ModelSpec) -> None:
         """Sleeps ``delay`` in slices so that a cancellation is noticed promptly."""
         remaining = delay
         while remaining > 0:

@@ -1,125 +1,57 @@
-"""The clocks of every running model call, kept by one thread per process.
+"""One thread per process that keeps the clocks of every running model call.
 
 A model call waits in three places — for its stream's first chunk, between chunks, for
 its non-streaming fallback — and none of them may hang or outlive a cancellation. The
-guard (:mod:`orchestrator.gateway.guard`) never looks at a clock itself: it registers the
-call's :class:`Watch` with the :data:`WATCHDOG` and reads. The watchdog wakes at the
-earliest due time and at least every ``POLL_INTERVAL`` to poll each call's
-``should_stop()``; a watch that is due gets its :attr:`Watch.reason` (once, never
-cleared) and then its ``trip`` is called: the guard's trip aborts the stream (which ends
-a read blocked on the caller's thread) and wakes a caller waiting on a queue. The
-reader, seeing :attr:`Watch.reason`, knows why its read ended.
-
-A watch is due, as things stand: until the stream shows text, at its first-chunk timeout;
-after that, ``idle_timeout`` after its last event; always at the call's deadline. The
-reader's cost per event is :meth:`Watch.saw`, two attribute writes: no queue, no lock and
-no thread switch per chunk. A forked child starts its own thread on first use, like the
-bus's sender.
+guard (:mod:`orchestrator.gateway.guard`) never looks at a clock itself: it registers
+the call's clocks (its ``Watch``) with the :data:`WATCHDOG` and reads. The watchdog wakes
+at the earliest due time and at least every ``POLL_INTERVAL`` to ask each watch whether
+it is due, which polls the call's ``should_stop()``; a watch that is due has set its
+``reason`` (once, never cleared), and then its ``trip`` is called: the guard's trip
+aborts the stream (which ends a read blocked on the caller's thread) and wakes a caller
+waiting on a queue. The reader, seeing the reason, knows why its read ended. A forked
+child starts its own thread on first use, like the bus's sender.
 """
 
 from __future__ import annotations
 
-import logging
-import math
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-
-from orchestrator.gateway.types import ModelSpec
-
-log = logging.getLogger(__name__)
+from typing import Protocol, TypeVar
 
 POLL_INTERVAL = 0.25  # seconds between should_stop() polls of each watched call
 CANCELLED = "cancelled"  # the reason given when should_stop() said so
 
 
-class Watch:
-    """The clocks of one model call. The reader calls :meth:`saw` for every event; the
-    watchdog sets :attr:`reason` once (before it trips) and never clears it."""
+class Watched(Protocol):
+    """What the watchdog keeps: one call's clocks (the guard's ``Watch``)."""
 
-    __slots__ = (
-        "_clock",
-        "_first_due",
-        "_idle",
-        "_should_stop",
-        "deadline_at",
-        "has_text",
-        "last_event",
-        "reason",
-        "started",
-        "trip",
-    )
-
-    def __init__(self, spec: ModelSpec, should_stop: Callable[[], bool],
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        """Starts the call's clocks now."""
-        self._should_stop, self._clock = should_stop, clock
-        self.started = started = clock()
-        self.deadline_at = started + spec.deadline
-        self._first_due = started + spec.first_chunk_timeout
-        self._idle = spec.idle_timeout
-        self.has_text = False
-        self.last_event = started
-        self.reason: str | None = None
-        self.trip: Callable[[], None] = _nothing  # what the watchdog does once this is due
-
-    def fallback(self) -> Watch:
-        """A watch of the same call for its non-streaming fallback: due at the deadline only."""
-        watch = Watch.__new__(Watch)
-        watch._should_stop, watch._clock = self._should_stop, self._clock
-        watch.started, watch.deadline_at, watch._first_due, watch._idle = self.started, self.deadline_at, math.inf, 0.0
-        watch.has_text, watch.last_event, watch.reason, watch.trip = False, self.last_event, None, _nothing
-        return watch
-
-    def saw(self, *, text: bool) -> None:
-        self.last_event = self._clock()
-        if text:
-            self.has_text = True
-
-    def due(self) -> tuple[float, str]:
-        """When this call is given up, and why, as things stand."""
-        if self.has_text:
-            return min((self.last_event + self._idle, "idle_timeout"), (self.deadline_at, "deadline"))
-        return min((self._first_due, "first_chunk_timeout"), (self.deadline_at, "deadline"))
+    reason: str | None  # why the call was given up; set once, before ``trip`` is called
+    trip: Callable[[], None]  # what the watchdog does once the call is due
 
     def _check(self) -> float | None:
-        """Sets :attr:`reason` if the call is cancelled or due; else returns its next due
-        time (on the monotonic clock)."""
-        try:
-            stop = self._should_stop()
-        except Exception:
-            log.debug("action=should_stop_failed", exc_info=True)
-            stop = False
-        until, reason = self.due()
-        left = until - self._clock()
-        if stop or left <= 0:
-            self.reason = CANCELLED if stop else reason
-            return None
-        return time.monotonic() + left
+        """Sets ``reason`` if the call is cancelled or due; else returns its next due time
+        (on the monotonic clock)."""
 
     def _trip(self) -> None:
-        try:
-            self.trip()
-        except Exception:
-            log.debug("action=watch_trip_failed", exc_info=True)
+        """Calls ``trip``; a failure is logged, never raised on the watchdog's thread."""
 
 
-def _nothing() -> None:
-    pass
+W = TypeVar("W", bound=Watched)
 
 
 class Watchdog:
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._watches: set[Watch] = set()
+        self._watches: set[Watched] = set()
         self._pid = 0
 
     @contextmanager
-    def watching(self, watch: Watch, trip: Callable[[], None]) -> Iterator[Watch]:
+    def watching(self, watch: W, trip: Callable[[], None]) -> Iterator[W]:
         """Keeps ``watch``'s clocks while the block runs; ``trip`` is called (on the watchdog's
-        thread, after :attr:`Watch.reason` is set) if it falls due."""
+        thread, after ``watch.reason`` is set) if it falls due."""
         watch.trip = trip
         with self._cond:
             if self._pid != os.getpid():  # first use, or a forked child: the thread did not survive

@@ -17,7 +17,7 @@ from typing import Any
 
 from orchestrator.briefing.retrieval import render
 from orchestrator.deliberation.answers import ChoiceAnswer, NumberAnswer
-from orchestrator.gateway.budget import estimate_tokens
+from orchestrator.gateway.tokens import estimate_tokens
 from orchestrator.gateway.types import ChatRequest, ContextBlock
 from orchestrator.plan import dag
 from orchestrator.plan.schema import BoardPlan, Expert, Skill, TeamPlan

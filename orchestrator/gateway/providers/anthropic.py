@@ -17,11 +17,11 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from orchestrator.gateway.budget import estimate_usage
 from orchestrator.gateway.failures import LLMError, ProviderUnavailable
 from orchestrator.gateway.providers.http import api_key, endpoint, extra_headers, secrets_of, stream_error
 from orchestrator.gateway.providers.http_provider import HttpProvider, HttpRequest
 from orchestrator.gateway.providers.sse import SSEDecoder, SSEEvent
+from orchestrator.gateway.tokens import estimate_usage
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, StreamEvent, TextDelta, Usage, UsageReport
 
 logger = logging.getLogger(__name__)

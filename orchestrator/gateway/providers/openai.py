@@ -21,11 +21,11 @@ from collections.abc import Iterator
 from itertools import chain
 from typing import Any
 
-from orchestrator.gateway.budget import estimate_usage
 from orchestrator.gateway.failures import ProviderUnavailable
 from orchestrator.gateway.providers.http import api_key, endpoint, extra_headers, secrets_of, stream_error
 from orchestrator.gateway.providers.http_provider import HttpProvider, HttpRequest
 from orchestrator.gateway.providers.sse import SSEDecoder
+from orchestrator.gateway.tokens import estimate_usage
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, StreamEvent, TextDelta, Usage, UsageReport
 
 logger = logging.getLogger(__name__)

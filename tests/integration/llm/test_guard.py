@@ -9,12 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestrator.gateway.budget import estimate_usage
 from orchestrator.gateway.failures import AuthError, CallCancelled, StreamStalled
-from orchestrator.gateway.guard import REPLAY_CHUNK, guarded_call
+from orchestrator.gateway.fallback import REPLAY_CHUNK
+from orchestrator.gateway.guard import guarded_call
 from orchestrator.gateway.providers.anthropic import AnthropicProvider
 from orchestrator.gateway.providers.ollama import OllamaProvider
 from orchestrator.gateway.providers.openai import OpenAIProvider
+from orchestrator.gateway.tokens import estimate_usage
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, Provider, TextDelta, Usage, UsageReport
 from tests.llm_server import DEFAULT_REPLY, LLMServer
 

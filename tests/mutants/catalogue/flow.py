@@ -49,13 +49,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/integration/test_models_in_plans.py::test_break_mid_stream_keeps_partial_text_marked_truncated",),
         why="the stored phase does not say its text is partial"),
     mutation(
-        "first-chunk-timeout-ignored", "I15", "orchestrator/gateway/watchdog.py",
+        "first-chunk-timeout-ignored", "I15", "orchestrator/gateway/guard.py",
         "        self._first_due = started + spec.first_chunk_timeout\n",
         "        self._first_due = started + spec.deadline\n",
         tests=(f"{GUARD}::test_no_first_chunk_falls_back_and_replays",),
         why="a stream that never sends its first chunk holds the call until the deadline"),
     mutation(
-        "idle-timeout-ignored", "I15", "orchestrator/gateway/watchdog.py",
+        "idle-timeout-ignored", "I15", "orchestrator/gateway/guard.py",
         '(self.last_event + self._idle, "idle_timeout")',
         '(self.deadline_at, "idle_timeout")',
         tests=(f"{GUARD}::test_a_stream_without_abort_that_stalls_after_text_is_truncated",
@@ -64,13 +64,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="a stream that stalls after partial text, read by its producer or on its caller's thread, "
             "holds the call until the deadline (the watchdog keeps the one idle clock)"),
     mutation(
-        "deadline-ignored", "I15", "orchestrator/gateway/watchdog.py",
+        "deadline-ignored", "I15", "orchestrator/gateway/guard.py",
         "        self.deadline_at = started + spec.deadline\n",
         "        self.deadline_at = started + 86400.0\n",
         tests=(f"{GUARD}::test_deadline_bounds_stream_and_fallback",),
         why="a call whose fallback hangs is never given up"),
     mutation(
-        "stream-not-cancellable", "I15", "orchestrator/gateway/watchdog.py",
+        "stream-not-cancellable", "I15", "orchestrator/gateway/guard.py",
         "            stop = self._should_stop()\n",
         "            stop = self.has_text and self._should_stop()\n",
         tests=(f"{GUARD}::test_should_stop_cancels_while_waiting_for_the_first_chunk",),
@@ -83,7 +83,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(f"{GUARD}::test_should_stop_cancels_a_running_stream_promptly",),
         why="a stream read on its caller's thread shows more text after its call was cancelled"),
     mutation(
-        "watchdog-ignores-should-stop", "I15", "orchestrator/gateway/watchdog.py",
+        "watchdog-ignores-should-stop", "I15", "orchestrator/gateway/guard.py",
         "            stop = self._should_stop()\n",
         "            stop = False\n",
         tests=(f"{GUARD}::test_should_stop_cancels_a_read_blocked_after_the_handover",),

@@ -53,7 +53,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/unit/test_session_cookie_is_checked.py::test_without_an_api_token_no_cookie_stands_for_one",),
         why="with no CONCLAVE_API_TOKEN, a cookie MACed with the empty token's hash reads every tenant's plans"),
     mutation(
-        "idle-clock-is-the-first-chunk-clock", "I15", "orchestrator/gateway/watchdog.py",
+        "idle-clock-is-the-first-chunk-clock", "I15", "orchestrator/gateway/guard.py",
         "        self._idle = spec.idle_timeout",
         "        self._idle = spec.first_chunk_timeout",
         tests=("tests/integration/llm/test_guard_timeouts.py::"

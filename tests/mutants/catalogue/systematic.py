@@ -17,7 +17,7 @@ GUARD_USAGE = "tests/unit/llm/test_guard_usage.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     mutation(
-        "failed-fallback-drops-the-streams-usage", "I15", "orchestrator/gateway/guard.py",
+        "failed-fallback-drops-the-streams-usage", "I15", "orchestrator/gateway/fallback.py",
         "payload.usage = _add(stream_usage, payload.usage)",
         "payload.usage = payload.usage",
         tests=(f"{GUARD_USAGE}::test_a_failed_fallback_costs_the_stream_plus_what_it_reported",),

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.gateway.budget import estimate_tokens, estimate_usage, fit_request, fits, request_tokens
+from orchestrator.gateway.budget import fit_request, fits
 from orchestrator.gateway.failures import ContextOverflow
+from orchestrator.gateway.tokens import estimate_tokens, estimate_usage, request_tokens
 from orchestrator.gateway.types import ChatRequest, Completion, ContextBlock, ModelSpec, Usage
 
 

@@ -17,9 +17,8 @@ import pytest
 
 from orchestrator.gateway import guard
 from orchestrator.gateway.failures import CallCancelled, ProviderUnavailable, RateLimited, StreamStalled
-from orchestrator.gateway.guard import _read_stream, guarded_call
+from orchestrator.gateway.guard import Watch, _read_stream, guarded_call
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, TextDelta, Usage, UsageReport
-from orchestrator.gateway.watchdog import Watch
 
 REQUEST = ChatRequest(system="You are the CFO.", prompt="Should we ship?")
 SPEC = ModelSpec(name="fake", provider="fake", first_chunk_timeout=5.0, idle_timeout=5.0, deadline=10.0)

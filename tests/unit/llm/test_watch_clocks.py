@@ -12,8 +12,9 @@ from collections.abc import Callable
 
 import pytest
 
+from orchestrator.gateway.guard import Watch
 from orchestrator.gateway.types import ModelSpec
-from orchestrator.gateway.watchdog import CANCELLED, WATCHDOG, Watch
+from orchestrator.gateway.watchdog import CANCELLED, WATCHDOG
 
 # every timeout differs, so a swapped clock gives a different answer
 SPEC = ModelSpec(name="m", provider="offline", first_chunk_timeout=10.0, idle_timeout=3.0, deadline=100.0)
