@@ -121,7 +121,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "takeover-never-sent", "I9", "storage/phases.py",
         "    q = update(Phase).where(Phase.id.in_(list(phase_ids)),\n"
         "                            Phase.status.in_((PhaseStatus.PENDING, PhaseStatus.RUNNING)), plan_first())\n",
-        "    q = update(Phase).where(Phase.id.in_(list(phase_ids)), Phase.status == PhaseStatus.PENDING, plan_first())\n",
+        "    q = update(Phase).where(Phase.id.in_(list(phase_ids)), Phase.status == PhaseStatus.PENDING,\n"
+        "                            plan_first())\n",
         tests=(f"{ENQUEUE}::test_marks_go_to_phases_that_can_still_run_and_bump_their_plan{PG}",),
         why="a running phase whose worker died is never marked, so never sent to another worker"),
 
