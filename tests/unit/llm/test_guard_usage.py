@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from orchestrator.gateway import guard
 from orchestrator.gateway.failures import CallCancelled, ProviderUnavailable, RateLimited, StreamStalled
 from orchestrator.gateway.guard import _read_stream, guarded_call
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, TextDelta, Usage, UsageReport
-from orchestrator.gateway.watchdog import Watch
+from orchestrator.gateway.watchdog import WATCHDOG, Watch
 
 REQUEST = ChatRequest(system="You are the CFO.", prompt="Should we ship?")
 SPEC = ModelSpec(name="fake", provider="fake", first_chunk_timeout=5.0, idle_timeout=5.0, deadline=10.0)
@@ -344,3 +345,72 @@ def test_a_stream_that_ended_is_never_aborted(error: Exception | None) -> None:
         _read_stream(Streams(unread), spec, REQUEST, Watch(spec, lambda: False), lambda text: None, producer_ended)
     assert (unread.aborts, unread.closes) == (0, 1)
     assert stream_thread("ended-unread") == []
+
+
+class RecordsTrips:
+    """The watchdog, keeping every trip it is given so that a test can call one late: the real
+    watchdog decides a watch is due under its lock and calls its trip after releasing it, so a
+    trip can come after its stream ended, even after its call returned."""
+
+    def __init__(self) -> None:
+        self.trips: list[Callable[[], None]] = []
+
+    @contextmanager
+    def watching(self, watch: Watch, trip: Callable[[], None]) -> Iterator[Watch]:
+        self.trips.append(trip)
+        with WATCHDOG.watching(watch, trip) as watched:
+            yield watched
+
+
+class AbortableEnds:
+    """An abortable stream that says two things and ends, counting its aborts."""
+
+    def __init__(self) -> None:
+        self.aborts = self.closes = 0
+        self._events = iter([TextDelta("Ship the"), TextDelta(" pilot.")])
+
+    def __iter__(self) -> Iterator[TextDelta]:
+        return self._events
+
+    def abort(self) -> None:
+        self.aborts += 1
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+def test_a_late_trip_never_aborts_a_stream_that_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A network stream's ``abort()`` shuts its response's socket down, and a stream that ended
+    has given that connection back to its pool (the fallback's POST may be on it already): the
+    watchdog's trip aborts a stream only while it is read. Three ends, each tripped after it: a
+    stream handed over and read to its end by its caller (tripped once the call returned), one
+    that ended before its first event and fell back (likewise), and one whose producer ended
+    it while the caller had not yet read the end (tripped then, inside the call)."""
+    watchdog = RecordsTrips()
+    monkeypatch.setattr(guard, "WATCHDOG", watchdog)
+
+    read = AbortableEnds()
+    completion = guarded_call(Streams(read), unhurried("read-to-its-end"), REQUEST)
+    assert completion.text == "Ship the pilot." and not completion.truncated
+    watchdog.trips[0]()  # the watchdog found the call due just as its stream ended
+    assert (read.aborts, read.closes) == (0, 1)
+
+    empty = EndsAtOnce(None)
+    completion = guarded_call(Streams(empty), unhurried("ended-at-once"), REQUEST)
+    assert completion.fallback and completion.text == "Ship the pilot."
+    watchdog.trips[1]()  # the stream's trip (trips[2] is its fallback's)
+    assert (empty.aborts, empty.closes) == (0, 1)
+
+    spec = unhurried("ended-unread")
+    unread = EndsAtOnce(None)
+
+    def trip_once_the_producer_ended() -> bool:
+        for thread in stream_thread("ended-unread"):
+            thread.join(LONG)
+        watchdog.trips[-1]()  # due now: the end is still in the queue, unread
+        return False
+
+    outcome = _read_stream(Streams(unread), spec, REQUEST, Watch(spec, lambda: False), lambda text: None,
+                           trip_once_the_producer_ended)
+    assert (outcome.reason, outcome.text) == ("end", "")  # the end was queued before the trip
+    assert (unread.aborts, unread.closes) == (0, 1)
