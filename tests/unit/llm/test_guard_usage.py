@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -414,3 +415,114 @@ def test_a_late_trip_never_aborts_a_stream_that_ended(monkeypatch: pytest.Monkey
                            trip_once_the_producer_ended)
     assert (outcome.reason, outcome.text) == ("end", "")  # the end was queued before the trip
     assert (unread.aborts, unread.closes) == (0, 1)
+
+
+# How long a call waits for the producer it stops (``_Producer._stop_thread``) ----------------------
+CLOSING = 0.5  # how long the slow streams below take to close: their connection's last bytes
+
+
+class ClosesSlowly(EndsAtOnce):
+    """A stream that ends at once, like :class:`EndsAtOnce`, and takes ``CLOSING`` to close (a
+    network stream reads its body's last bytes so that its connection goes back to its pool)."""
+
+    def close(self) -> None:
+        time.sleep(CLOSING)
+        super().close()
+
+
+class AbortedClosesSlowly(BlocksUntilAborted):
+    def close(self) -> None:
+        time.sleep(CLOSING)
+        super().close()
+
+
+class FallbackSeesTheStream(Streams):
+    """Records whether the stream was closed when the fallback was asked."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self.closed_at_fallback: int | None = None
+
+    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
+        self.closed_at_fallback = self._stream.closes
+        return super().complete(spec, request)
+
+
+def test_a_stopped_producer_is_waited_for_while_it_closes_its_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A producer that ended its stream itself, or that the call aborted, is waited for while it
+    closes the stream (up to ``JOIN_GRACE``): the call returns, or asks its fallback, once the
+    stream is closed — a network stream's connection is back in its pool, so the fallback reuses
+    it — and no producer thread outlives the call. ``JOIN_GRACE`` is raised so that a loaded
+    machine cannot fail this: what is asserted is which wait the call chose."""
+    monkeypatch.setattr(guard, "JOIN_GRACE", LONG)
+    ended = ClosesSlowly(ProviderUnavailable("the stream broke before any text"))
+    provider = FallbackSeesTheStream(ended)
+    completion = guarded_call(provider, unhurried("closing"), REQUEST)
+    assert completion.fallback and completion.text == "Ship the pilot."
+    assert provider.closed_at_fallback == 1  # closed before the fallback was asked
+    assert (ended.aborts, ended.closes) == (0, 1) and stream_thread("closing") == []
+
+    spec = unhurried("aborted-closing")
+    aborted = AbortedClosesSlowly()
+    try:
+        with pytest.raises(CallCancelled):
+            _read_stream(Streams(aborted), spec, REQUEST, Watch(spec, lambda: False), lambda text: None,
+                         lambda: aborted.reading.wait(LONG))
+        alive = stream_thread("aborted-closing")
+    finally:
+        aborted.unblocked.set()
+    assert aborted.aborts == 1 and aborted.closes == 1  # aborted, then closed before the call returned
+    assert alive == []
+
+
+class BlocksUntilReleased:
+    """A stream whose first read blocks until the test releases it: without ``abort()``, or with
+    an ``abort()`` that does not wake the read (a network stream aborted before its response is
+    open: the connect it is blocked in goes on)."""
+
+    def __init__(self) -> None:
+        self.reading, self.released = threading.Event(), threading.Event()
+
+    def __iter__(self) -> Iterator[TextDelta]:
+        return self
+
+    def __next__(self) -> TextDelta:
+        self.reading.set()
+        self.released.wait(LONG)
+        raise StopIteration
+
+
+class AbortDoesNotWake(BlocksUntilReleased):
+    def abort(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("stream", "grace", "abortable"), [
+    (BlocksUntilReleased, LONG, False),  # not waited for at all: JOIN_GRACE is not its wait
+    (AbortDoesNotWake, 0.2, True),  # waited for JOIN_GRACE, then left
+], ids=["without-abort", "abort-does-not-wake"])
+def test_a_producer_that_does_not_end_is_left_behind_and_logged(
+        stream: type[BlocksUntilReleased], grace: float, abortable: bool,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A producer blocked in a read its stream cannot end is left behind when the call gives up —
+    at once when the stream has no ``abort()``, after ``JOIN_GRACE`` when its abort did not wake
+    it — and the worker log says so in the line an operator looks for: the model, and whether
+    the stream could be aborted (a left-behind abortable stream means aborts are not working)."""
+    monkeypatch.setattr(guard, "JOIN_GRACE", grace)
+    spec = unhurried("stuck")
+    held = stream()
+    release = threading.Timer(LONG / 3, held.released.set)  # a failure guard: a call that waits is released
+    release.start()
+    try:
+        with caplog.at_level(logging.INFO, logger="orchestrator.gateway.guard"), pytest.raises(CallCancelled):
+            _read_stream(Streams(held), spec, REQUEST, Watch(spec, lambda: False), lambda text: None,
+                         lambda: held.reading.wait(LONG))
+        left = stream_thread("stuck")
+    finally:
+        held.released.set()
+        release.cancel()
+    assert [t.name for t in left] == ["llm-stream-stuck"]  # the call did not wait for the stream
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.INFO] == [
+        f"action=stream_thread_left_behind model=stuck abortable={abortable}"]
+    left[0].join(LONG)
+    assert not left[0].is_alive()  # released, it ends
