@@ -526,3 +526,51 @@ def test_a_producer_that_does_not_end_is_left_behind_and_logged(
         f"action=stream_thread_left_behind model=stuck abortable={abortable}"]
     left[0].join(LONG)
     assert not left[0].is_alive()  # released, it ends
+
+
+class IteratesApart:
+    """A stream whose iterator is another object — a generator, which waits for ``go`` after its
+    first words — and which has a ``close()`` of its own. A ``Provider`` may return any iterable,
+    so the guard closes both: the generator (its ``finally``: a response closed) and the stream."""
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+        self.generator_closed = False
+        self.closes = 0
+
+    def _events(self) -> Iterator[TextDelta]:
+        try:
+            yield TextDelta("Ship the")
+            self.go.wait(LONG)
+            yield TextDelta(" pilot.")
+        finally:
+            self.generator_closed = True
+
+    def __iter__(self) -> Iterator[TextDelta]:
+        return self._events()
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+class AbortableIteratesApart(IteratesApart):
+    def abort(self) -> None:
+        self.go.set()
+
+
+@pytest.mark.parametrize("stream", [IteratesApart, AbortableIteratesApart], ids=["read-by-its-producer", "handed-over"])
+def test_a_stream_given_up_has_its_iterator_and_itself_closed(stream: type[IteratesApart]) -> None:
+    """Cancelled after its first words: a stream read by its producer is closed by the producer once
+    it wakes, one handed over by the call as it returns — both the iterator and the stream. (The
+    raised error keeps the call's frames, and so the generator, alive: only an explicit close
+    runs its ``finally`` here.)"""
+    stop = threading.Event()
+    held = stream()
+    with pytest.raises(CallCancelled) as raised:
+        guarded_call(Streams(held), unhurried("apart"), REQUEST, on_text=lambda text: stop.set(),
+                     should_stop=stop.is_set)
+    held.go.set()  # a producer left in the stream wakes, sees the stop and closes it
+    for thread in stream_thread("apart"):
+        thread.join(LONG)
+    assert raised.value.message == "model 'apart': cancelled"
+    assert held.generator_closed and held.closes == 1
