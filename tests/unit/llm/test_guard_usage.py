@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from orchestrator.gateway import guard
+from orchestrator.gateway.budget import estimate_usage
 from orchestrator.gateway.failures import CallCancelled, ProviderUnavailable, RateLimited, StreamStalled
 from orchestrator.gateway.guard import _read_stream, guarded_call
 from orchestrator.gateway.types import ChatRequest, Completion, ModelSpec, TextDelta, Usage, UsageReport
@@ -522,6 +523,7 @@ def test_a_producer_that_does_not_end_is_left_behind_and_logged(
         held.released.set()
         release.cancel()
     assert [t.name for t in left] == ["llm-stream-stuck"]  # the call did not wait for the stream
+    assert left[0].daemon  # the last resort: a thread left behind never keeps the worker from exiting
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.INFO] == [
         f"action=stream_thread_left_behind model=stuck abortable={abortable}"]
     left[0].join(LONG)
@@ -574,3 +576,24 @@ def test_a_stream_given_up_has_its_iterator_and_itself_closed(stream: type[Itera
         thread.join(LONG)
     assert raised.value.message == "model 'apart': cancelled"
     assert held.generator_closed and held.closes == 1
+
+
+class SaysWithoutReport(NoTextThenFallback):
+    """A stream that shows two pieces of text and never reports its usage."""
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[UsageReport | TextDelta]:
+        yield TextDelta("Ship the")
+        yield TextDelta(" pilot.")
+
+
+def test_a_cancelled_call_without_a_report_carries_an_estimate_of_what_it_showed() -> None:
+    """What a cancellation costs when the provider reported nothing: an estimate of the text shown,
+    labelled as one; nothing when nothing was shown."""
+    stop = threading.Event()
+    with pytest.raises(CallCancelled) as raised:
+        guarded_call(SaysWithoutReport(), SPEC, REQUEST, on_text=lambda text: stop.set(), should_stop=stop.is_set)
+    assert raised.value.usage == estimate_usage(REQUEST, "Ship the")
+    assert raised.value.usage is not None and raised.value.usage.source == "estimated"
+    with pytest.raises(CallCancelled) as raised:
+        guarded_call(SaysWithoutReport(), SPEC, REQUEST, should_stop=lambda: True)
+    assert raised.value.usage is None
