@@ -579,20 +579,22 @@ def test_a_stream_given_up_has_its_iterator_and_itself_closed(stream: type[Itera
 
 
 class SaysWithoutReport(NoTextThenFallback):
-    """A stream that shows two pieces of text and never reports its usage."""
+    """A stream that shows three pieces of text and never reports its usage."""
 
     def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[UsageReport | TextDelta]:
         yield TextDelta("Ship the")
-        yield TextDelta(" pilot.")
+        yield TextDelta(" pilot")
+        yield TextDelta(" first.")
 
 
 def test_a_cancelled_call_without_a_report_carries_an_estimate_of_what_it_showed() -> None:
     """What a cancellation costs when the provider reported nothing: an estimate of the text shown,
     labelled as one; nothing when nothing was shown."""
-    stop = threading.Event()
-    with pytest.raises(CallCancelled) as raised:
-        guarded_call(SaysWithoutReport(), SPEC, REQUEST, on_text=lambda text: stop.set(), should_stop=stop.is_set)
-    assert raised.value.usage == estimate_usage(REQUEST, "Ship the")
+    shown: list[str] = []
+    with pytest.raises(CallCancelled) as raised:  # cancelled once two pieces were shown
+        guarded_call(SaysWithoutReport(), SPEC, REQUEST, on_text=shown.append, should_stop=lambda: len(shown) == 2)
+    assert shown == ["Ship the", " pilot"]
+    assert raised.value.usage == estimate_usage(REQUEST, "Ship the pilot")
     assert raised.value.usage is not None and raised.value.usage.source == "estimated"
     with pytest.raises(CallCancelled) as raised:
         guarded_call(SaysWithoutReport(), SPEC, REQUEST, should_stop=lambda: True)
