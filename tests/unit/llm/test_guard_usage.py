@@ -599,3 +599,35 @@ def test_a_cancelled_call_without_a_report_carries_an_estimate_of_what_it_showed
     with pytest.raises(CallCancelled) as raised:
         guarded_call(SaysWithoutReport(), SPEC, REQUEST, should_stop=lambda: True)
     assert raised.value.usage is None
+
+
+class TextThenBlocksUntilAborted(BlocksUntilAborted):
+    """An abortable stream that says something, then blocks in its next read until aborted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said = False
+
+    def __next__(self) -> TextDelta:
+        if not self.said:
+            self.said = True
+            return TextDelta("Ship the")
+        return super().__next__()
+
+
+def test_the_worker_log_names_a_stall_as_one(caplog: pytest.LogCaptureFixture) -> None:
+    """A stream the watchdog gave up: the log line names the clock that ran out and the error the
+    reader saw — a stall — for a call that fell back and for one cut after text. (The streams
+    never send: the clocks can only run out; how soon is not asserted.)"""
+    spec = ModelSpec(name="fake", provider="fake", first_chunk_timeout=0.2, idle_timeout=0.2, deadline=LONG)
+    silent, cut = BlocksUntilAborted(), TextThenBlocksUntilAborted()
+    with caplog.at_level(logging.WARNING, logger="orchestrator.gateway.guard"):
+        fell_back = guarded_call(Streams(silent), spec, REQUEST)
+        truncated = guarded_call(Streams(cut), spec, REQUEST)
+    assert fell_back.fallback and fell_back.fallback_reason == "first_chunk_timeout"
+    assert truncated.truncated and truncated.text == "Ship the" and truncated.finish_reason == "idle_timeout"
+    assert [r.getMessage() for r in caplog.records] == [
+        "action=stream_fallback model=fake reason=first_chunk_timeout error=StreamStalled upstream=None",
+        "action=stream_truncated model=fake reason=idle_timeout chars_shown=8 error=StreamStalled upstream=None",
+    ]
+    assert silent.aborts >= 1 and cut.aborts >= 1  # each stall ended by an abort, not by the failure guard
