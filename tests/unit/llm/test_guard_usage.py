@@ -587,17 +587,37 @@ class SaysWithoutReport(NoTextThenFallback):
         yield TextDelta(" first.")
 
 
-def test_a_cancelled_call_without_a_report_carries_an_estimate_of_what_it_showed() -> None:
+class AbortableSaysWithoutReport(SaysWithoutReport):
+    """The same words from an abortable stream: handed over after the first, read by the call."""
+
+    class Stream:
+        def __init__(self, events: Iterator[UsageReport | TextDelta]) -> None:
+            self._events = events
+
+        def __iter__(self) -> Iterator[UsageReport | TextDelta]:
+            return self._events
+
+        def abort(self) -> None:
+            pass
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Any:
+        return self.Stream(super().stream(spec, request))
+
+
+@pytest.mark.parametrize("provider", [SaysWithoutReport, AbortableSaysWithoutReport],
+                         ids=["read-by-its-producer", "handed-over"])
+def test_a_cancelled_call_without_a_report_carries_an_estimate_of_what_it_showed(
+        provider: type[SaysWithoutReport]) -> None:
     """What a cancellation costs when the provider reported nothing: an estimate of the text shown,
     labelled as one; nothing when nothing was shown."""
     shown: list[str] = []
     with pytest.raises(CallCancelled) as raised:  # cancelled once two pieces were shown
-        guarded_call(SaysWithoutReport(), SPEC, REQUEST, on_text=shown.append, should_stop=lambda: len(shown) == 2)
+        guarded_call(provider(), SPEC, REQUEST, on_text=shown.append, should_stop=lambda: len(shown) == 2)
     assert shown == ["Ship the", " pilot"]
     assert raised.value.usage == estimate_usage(REQUEST, "Ship the pilot")
     assert raised.value.usage is not None and raised.value.usage.source == "estimated"
     with pytest.raises(CallCancelled) as raised:
-        guarded_call(SaysWithoutReport(), SPEC, REQUEST, should_stop=lambda: True)
+        guarded_call(provider(), SPEC, REQUEST, should_stop=lambda: True)
     assert raised.value.usage is None
 
 
@@ -631,3 +651,60 @@ def test_the_worker_log_names_a_stall_as_one(caplog: pytest.LogCaptureFixture) -
         "action=stream_truncated model=fake reason=idle_timeout chars_shown=8 error=StreamStalled upstream=None",
     ]
     assert silent.aborts >= 1 and cut.aborts >= 1  # each stall ended by an abort, not by the failure guard
+
+
+# The non-streaming fallback's own ends (``_bounded_complete``) --------------------------------------
+class SilentThenSlowFallback(NoTextThenFallback):
+    """A stream that reports what it spent and ends with no text; a fallback that blocks until
+    released (then answers), or raises ``error``; ``finish_reason`` is the fallback's."""
+
+    def __init__(self, *, error: Exception | None = None, finish_reason: str | None = None) -> None:
+        super().__init__(reported=PROVIDER)
+        self.error, self.finish_reason = error, finish_reason
+        self.asked, self.release = threading.Event(), threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def complete(self, spec: ModelSpec, request: ChatRequest) -> Completion:
+        self.threads.append(threading.current_thread())
+        self.asked.set()
+        if self.error is not None:
+            raise self.error
+        if self.finish_reason is None:
+            self.release.wait(LONG)
+        return Completion(text="Ship the pilot.", usage=self.fallback, finish_reason=self.finish_reason)
+
+
+def test_a_fallback_cancelled_or_past_the_deadline_ends_carrying_the_streams_usage() -> None:
+    """A fallback still running is given up: when the call is cancelled (the watchdog polls
+    ``should_stop``), and at the deadline; either way the error carries what the stream spent.
+    The fallback runs in a daemon thread named after the model, which is left to end alone."""
+    cancelled = SilentThenSlowFallback()
+    with pytest.raises(CallCancelled) as raised:
+        guarded_call(cancelled, unhurried("slow-fallback"), REQUEST, should_stop=cancelled.asked.is_set)
+    assert raised.value.message == "model 'slow-fallback': cancelled during fallback"
+    assert raised.value.usage == PROVIDER
+    assert [(t.name, t.daemon) for t in cancelled.threads] == [("llm-complete-slow-fallback", True)]
+    cancelled.release.set()
+
+    spec = ModelSpec(name="late-fallback", provider="fake", first_chunk_timeout=LONG, idle_timeout=LONG, deadline=0.5)
+    late = SilentThenSlowFallback()
+    try:
+        with pytest.raises(StreamStalled) as stalled:
+            guarded_call(late, spec, REQUEST)
+    finally:
+        late.release.set()
+    assert stalled.value.message == "model 'late-fallback': fallback did not finish within the deadline of 0.5s"
+    assert stalled.value.usage == PROVIDER
+
+
+def test_a_fallback_that_breaks_or_stops_short_says_so() -> None:
+    """A fallback that raises something other than a provider error ends the call as the provider
+    being unavailable, naming the error, carrying the stream's usage and caused by the error; one
+    that answers keeps its finish reason (a reply cut at its length limit stays marked so)."""
+    bug = RuntimeError("a bug in complete()")
+    with pytest.raises(ProviderUnavailable) as raised:
+        guarded_call(SilentThenSlowFallback(error=bug), SPEC, REQUEST)
+    assert raised.value.message == "model 'fake': RuntimeError in complete()"
+    assert raised.value.usage == PROVIDER and raised.value.__cause__ is bug
+    completion = guarded_call(SilentThenSlowFallback(finish_reason="length"), SPEC, REQUEST)
+    assert completion.fallback and completion.finish_reason == "length"
