@@ -708,3 +708,43 @@ def test_a_fallback_that_breaks_or_stops_short_says_so() -> None:
     assert raised.value.usage == PROVIDER and raised.value.__cause__ is bug
     completion = guarded_call(SilentThenSlowFallback(finish_reason="length"), SPEC, REQUEST)
     assert completion.fallback and completion.finish_reason == "length"
+
+
+# What a streamed call costs ---------------------------------------------------------------------
+class Says(NoTextThenFallback):
+    """A stream that may report ``reported`` first, says two things, then ends or raises ``error``."""
+
+    def __init__(self, *, reported: Usage | None, error: Exception | None = None) -> None:
+        super().__init__()
+        self.reported_first, self.error = reported, error
+
+    def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[UsageReport | TextDelta]:
+        if self.reported_first is not None:
+            yield UsageReport(self.reported_first)
+        yield TextDelta("Ship the")
+        yield TextDelta(" pilot.")
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.mark.parametrize("error", [None, ProviderUnavailable("the stream broke")], ids=["ended", "cut"])
+def test_a_streamed_call_costs_what_its_provider_reported_else_an_estimate(error: Exception | None) -> None:
+    reported = guarded_call(Says(reported=PROVIDER, error=error), SPEC, REQUEST)
+    silent = guarded_call(Says(reported=None, error=error), SPEC, REQUEST)
+    assert reported.text == silent.text == "Ship the pilot."
+    assert reported.truncated == silent.truncated == (error is not None)
+    assert reported.usage == PROVIDER
+    assert silent.usage == estimate_usage(REQUEST, "Ship the pilot.")
+
+
+def test_a_rate_limit_after_a_report_carries_what_the_stream_reported() -> None:
+    """Refused before any text (no fallback: a non-streaming call would be refused too), after the
+    provider reported what the attempt spent: the error carries that report."""
+    class ReportsThenRateLimited(NoTextThenFallback):
+        def stream(self, spec: ModelSpec, request: ChatRequest) -> Iterator[UsageReport | TextDelta]:
+            yield UsageReport(PROVIDER)
+            raise RateLimited("slow down", retry_after=2.0)
+
+    with pytest.raises(RateLimited) as raised:
+        guarded_call(ReportsThenRateLimited(), SPEC, REQUEST)
+    assert raised.value.usage == PROVIDER
