@@ -748,3 +748,12 @@ def test_a_rate_limit_after_a_report_carries_what_the_stream_reported() -> None:
     with pytest.raises(RateLimited) as raised:
         guarded_call(ReportsThenRateLimited(), SPEC, REQUEST)
     assert raised.value.usage == PROVIDER
+
+
+def test_a_fallback_is_replayed_in_order_in_pieces_of_replay_chunk_characters() -> None:
+    shown: list[str] = []
+    completion = guarded_call(LongFallback(), SPEC, REQUEST, on_text=shown.append)
+    text = "Ship the pilot first, then the rest once it has paid for itself."
+    assert completion.fallback and completion.text == text
+    assert shown == [text[i:i + guard.REPLAY_CHUNK] for i in range(0, len(text), guard.REPLAY_CHUNK)]
+    assert len(shown) == 3 and "".join(shown) == text  # 64 characters: 24 + 24 + 16
