@@ -262,6 +262,10 @@ class _Producer:
         # ``_handed`` is set once the producer has let go of it, so that its reader closes it
         self.hands_over, self._handed = callable(getattr(stream, "abort", None)), threading.Event()
         self._finished = False  # it reported its end (or handed the stream over): nothing to abort
+        # the stream ended in the producer, or the caller let it go: a trip no longer aborts it
+        # (a late trip: the watchdog calls it after deciding, outside its lock); ``_lock`` makes
+        # the trip's look and its abort one step against let_go's close
+        self._ended, self._lock = False, threading.Lock()
         self.taken = False  # the caller took the stream over (the producer has returned)
         # in the caller's context: its log context and its trace (the HTTP request is made there)
         self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
@@ -296,12 +300,15 @@ class _Producer:
         """The watchdog's: wake a caller waiting on the queue, and abort the stream (which
         ends a read blocked on the caller's thread)."""
         self._queue.put((_TRIPPED, None))
-        if self.hands_over:
-            self._stream.abort()
+        with self._lock:
+            if self.hands_over and not self._ended:
+                self._stream.abort()
 
     def let_go(self) -> None:
         """Once the caller is done: stop the producer if it still holds the stream; close a
         stream it handed over (read here, or given up on just as it was handed over)."""
+        with self._lock:
+            self._ended = True
         if not self.taken:
             self._stop_thread(abort=not self._finished)
         if self._handed.is_set():
@@ -324,6 +331,8 @@ class _Producer:
             self._queue.put((_ERROR, exc))
         finally:
             if not self._handed.is_set():
+                with self._lock:
+                    self._ended = True
                 _close(self._stream, self._iterator)
 
     def _stop_thread(self, *, abort: bool) -> None:

@@ -18,14 +18,16 @@ from orchestrator.control.coordinator import Coordinator
 from orchestrator.control.dispatch import RecordingDispatcher
 from orchestrator.core.bus import MemoryBus
 from orchestrator.core.settings import Settings
-from storage import Database, NotFound, briefings, connect, contents, outbox, plans, retention, webhook_outbox
+from storage import Database, NotFound, briefings, connect, contents, outbox, phases, plans, retention, webhook_outbox
 from storage.event_shapes import NewEvent
 from storage.identity import DEFAULT_TENANT
 from storage.models import FleetState, utcnow
 from storage.read_models import NewChunk, NewDocument, NewPhase
 from tasks.housekeeping import Housekeeper
+from tests.integration.durability import wait_for
 from tests.integration.repositories import ledger
 from tests.integration.repositories.ledger import claim, complete, spend
+from tests.statement_gate import statement_gate
 
 TABLES = ("phases", "contents", "usage", "events", "documents", "chunks")
 WORD = "heliotrope"
@@ -357,6 +359,45 @@ def test_a_plan_resumed_while_a_pass_trims_it_keeps_its_events(pg: Database) -> 
     assert state.plan.status == "running" and state.plan.finished_at is None
     kept = [e.id for e in outbox.list_events(pg, pid, limit=1000)]
     assert kept[:len(before)] == before and len(kept) == len(before) + 2  # + retry_requested, resume_requested
+
+
+def test_a_plan_reopened_and_enqueued_while_a_pass_clears_its_marks_keeps_the_new_mark(pg: Database) -> None:
+    """Postgres: a pass clears the enqueue marks of the plans it read as final, by one statement
+    that reads with the snapshot it took at its start. A failed plan reopened, and its retried
+    phase marked enqueued (the resume's advance), after that start but before the statement
+    reaches the phase's row: the mark is the running plan's, and stays. The pass's statement is
+    held at a gate after it took its snapshot, before it read a row (``tests/statement_gate.py``).
+    A clear that matched every phase of those plans, not only the marked ones, would find the
+    row changed since its snapshot, re-check it with the plan still read as final, and clear the
+    fresh mark: the reconciler would then take the enqueued phase for one nobody sent."""
+    pid = ledger.new_plan(pg, "reopened")
+    assert claim(pg, pid, "opening", "test:1")
+    ledger.fail(pg, pid, "opening", 1)
+    plans.finish_plan(pg, pid, "failed")
+    _set_finished(pg, pid, 1)  # past the grace period: step 2 visits it
+    opening = ledger.phase(pg, pid, "opening").id
+    assert _transient(pg, pid) == (None, False, 0)  # no mark at the pass's snapshot: nothing for it to clear
+    ran: list[retention.Pruned] = []
+    with statement_gate(pg, name="clear-gate", event="UPDATE", table="phases",
+                        query_like="UPDATE phases SET enqueued_at%") as gate:
+        passing = connect(gate.url(pg.engine.url.render_as_string(hide_password=False)), pool_size=2)
+        pruning = threading.Thread(target=lambda: ran.append(retention.prune(
+            passing, older_than=utcnow() - timedelta(days=30), max_events_per_plan=100)))
+        try:
+            pruning.start()
+            wait_for(gate.waiting, 30, interval=0.02, what="the pass's clear of enqueue marks at the gate")
+            reopened = plans.reopen(pg, pid, retry_failed=True)  # both commit while the clear is held
+            marked = phases.mark_enqueued(pg, [opening], stale_before=None)
+            gate.open()
+            pruning.join(30)
+        finally:
+            gate.open()
+            pruning.join(30)
+            passing.dispose()
+    assert not pruning.is_alive() and ran and ran[0].trimmed == 1  # the pass visited the plan
+    assert "opening" in reopened.keys and marked == [opening]
+    assert plans.load_state(pg, pid).plan.status == "running"
+    assert _transient(pg, pid) == (None, False, 1)  # the reopened plan's mark is kept
 
 
 def _trimmed_to(db: Database, pid: str) -> int:

@@ -30,6 +30,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="a call cancelled before the watchdog polls it gives its stream up unaborted: the producer thread "
             "is left behind, blocked in the stream's first read"),
     mutation(
+        "late-trip-aborts-an-ended-stream", "I15", "orchestrator/gateway/guard.py",
+        "            if self.hands_over and not self._ended:\n",
+        "            if self.hands_over:\n",
+        tests=(f"{GUARD_USAGE}::test_a_late_trip_never_aborts_a_stream_that_ended",),
+        why="a call the watchdog finds due just as its stream ends has the ended stream aborted: a network "
+            "stream's socket is shut down after its connection went back to the pool (the fallback's, say)"),
+    mutation(
         "token-split-at-the-last-separator", "I21", "storage/identity.py",
         'token[len(TOKEN_PREFIX):].partition("_")',
         'token[len(TOKEN_PREFIX):].rpartition("_")',
