@@ -149,6 +149,13 @@ class HttpEventStream:
         if response is not None:
             _shutdown(response)
 
+    def detach(self) -> bool:
+        """The response is ending: its connection may go back to the pool, where an abort
+        must not reach it (a late trip of the watchdog). True when an abort came first."""
+        with self._lock:
+            self._response = None
+            return self._aborted
+
 
 def _shutdown(response: httpx.Response) -> None:
     stream = response.extensions.get("network_stream")
@@ -174,17 +181,20 @@ def _stream_body(handle: HttpEventStream, sent: HttpRequest) -> Generator[bytes,
                           timeout=timeouts(spec, streaming=True)) as response,
         ):
             handle.attach(response)
-            refuse_redirect(provider, response)
-            if response.status_code >= 400:
-                raise error_from_response(provider, response, sent.secret)
-            body_bytes = response.iter_bytes()
             try:
-                for piece in body_bytes:  # noqa: UP028  (`yield from` would close body_bytes on close())
-                    yield piece
-            except GeneratorExit:  # the provider read its end marker (or stopped reading)
-                if not handle.aborted:
-                    _finish(response, body_bytes)
-                raise
+                refuse_redirect(provider, response)
+                if response.status_code >= 400:
+                    raise error_from_response(provider, response, sent.secret)
+                body_bytes = response.iter_bytes()
+                try:
+                    for piece in body_bytes:  # noqa: UP028  (`yield from` would close body_bytes on close())
+                        yield piece
+                except GeneratorExit:  # the provider read its end marker (or stopped reading)
+                    if not handle.detach():
+                        _finish(response, body_bytes)
+                    raise
+            finally:
+                handle.detach()  # before the block ends and the connection may be pooled
     except httpx.TransportError as exc:
         if handle.aborted:
             raise StreamStalled(f"{provider} stream aborted") from None

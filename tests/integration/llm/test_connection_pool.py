@@ -77,3 +77,18 @@ def test_a_forked_child_does_not_use_its_parents_connections(server: LLMServer) 
     assert os.waitstatus_to_exitcode(status) == 0
     assert len(server.connections) == before + 1  # the child connected on its own
     assert drain(provider, spec)[0] == DEFAULT_REPLY  # the parent's connection is intact
+
+
+def test_a_late_abort_of_a_stream_that_ended_leaves_its_pooled_connection_alone(server: LLMServer) -> None:
+    """The watchdog trips after deciding, outside its lock: its abort may reach a stream
+    that has just ended on its caller's thread, whose connection is back in the pool."""
+    provider = OpenAIProvider()
+    spec = server.spec("normal", "openai", api_key_env=KEY_ENV)
+    assert drain(provider, spec)[0] == DEFAULT_REPLY
+    before = len(server.connections)
+    stream = provider.stream(spec, SHORT)
+    assert "".join(e.text for e in stream if isinstance(e, TextDelta)) == DEFAULT_REPLY  # read to its end
+    stream.abort()  # late
+    for _ in range(3):
+        assert drain(provider, spec)[0] == DEFAULT_REPLY
+    assert len(server.connections) == before  # the pooled connection is the one every call used

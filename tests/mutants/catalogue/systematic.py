@@ -37,6 +37,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="a call the watchdog finds due just as its stream ends has the ended stream aborted: a network "
             "stream's socket is shut down after its connection went back to the pool (the fallback's, say)"),
     mutation(
+        "ended-stream-keeps-its-socket-abortable", "I15", "orchestrator/gateway/providers/http_provider.py",
+        "            self._response = None\n            return self._aborted\n",
+        "            return self._aborted\n",
+        tests=("tests/integration/llm/test_connection_pool.py::"
+               "test_a_late_abort_of_a_stream_that_ended_leaves_its_pooled_connection_alone",),
+        why="a stream read to its end on its caller's thread still shuts its socket down on a late trip, after "
+            "its connection went back to the pool: the next call on it finds it dead"),
+    mutation(
         "token-split-at-the-last-separator", "I21", "storage/identity.py",
         'token[len(TOKEN_PREFIX):].partition("_")',
         'token[len(TOKEN_PREFIX):].rpartition("_")',
