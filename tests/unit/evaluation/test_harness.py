@@ -105,17 +105,18 @@ def hand_count(planes: Planes, plan_id: str, expected: str) -> tuple[str, bool]:
 
 
 def test_a_small_eval_stores_every_plan_and_its_outcomes_are_the_stored_decisions(planes: Planes,
-                                                                                   eval_spec: Path) -> None:
+                                                                                   tmp_path: Path) -> None:
+    eval_spec = spec_file(tmp_path, generate={"n": 10, "options": 2, "seed": 7})  # 30 plans, 8 in flight
     result = run(planes, eval_spec)
     stored = stored_plans(planes)
-    assert len(stored) == 90 and result.submitted == 90 and result.reused == 0 and result.created
+    assert len(stored) == 30 and result.submitted == 30 and result.reused == 0 and result.created
     record = evals.get_eval(planes.db, "arith", tenant="default")
     assert record.spec == resolve(eval_spec).record  # the record the report is rebuilt from
     for arm in ("panel", "single", "self_consistency"):
         for item in record.spec["items"]:
             _, status, labels = stored[f"eval:arith:{arm}:{item['id']}"]
             assert status == "completed" and labels == ["eval=arith", f"arm={arm}"]
-    assert len(result.outcomes) == 90
+    assert len(result.outcomes) == 30
     for o in result.outcomes:
         state = planes.state(o.plan_id)
         decision = next(p for p in state.phases if p.kind == "decision")
@@ -134,37 +135,37 @@ def test_a_small_eval_stores_every_plan_and_its_outcomes_are_the_stored_decision
 
 
 def test_running_an_eval_again_runs_nothing_and_spends_nothing(planes: Planes, tmp_path: Path) -> None:
-    path = spec_file(tmp_path, generate={"n": 20, "options": 2, "seed": 7})
+    path = spec_file(tmp_path, generate={"n": 8, "options": 2, "seed": 7})
     first = run(planes, path)
     plans, usage = stored_plans(planes), usage_rows(planes)
-    assert len(plans) == 60 and usage
+    assert len(plans) == 24 and usage
     again = run(planes, path)
     assert stored_plans(planes) == plans and usage_rows(planes) == usage  # no new plan, no new usage row
-    assert again.submitted == 0 and again.reused == 60 and not again.created
+    assert again.submitted == 0 and again.reused == 24 and not again.created
     assert again.outcomes == first.outcomes
 
 
 def test_an_interrupted_eval_goes_on_where_it_stopped_and_reruns_nothing_that_finished(
         planes: Planes, tmp_path: Path) -> None:
-    eval_spec = spec_file(tmp_path, generate={"n": 20, "options": 2, "seed": 7})
+    eval_spec = spec_file(tmp_path, generate={"n": 10, "options": 2, "seed": 7})
     with pytest.raises(Crash):
-        run(planes, eval_spec, crash_after=23)  # in the middle of a round of submissions
+        run(planes, eval_spec, crash_after=13)  # in the middle of a round of submissions (8 in flight)
     planes.dispatcher.take()  # what was sent for the plans still running died with the process
     before = stored_plans(planes)
     finished = {tid: v for tid, v in before.items() if v[1] == "completed"}
     waiting = {tid: v for tid, v in before.items() if v[1] == "running"}
-    assert len(before) == 23 and finished and waiting
+    assert len(before) == 13 and finished and waiting
     spent = {tid: [u for u in usage_rows(planes) if u[0] == v[0]] for tid, v in finished.items()}
     attempts = {tid: [p.attempt for p in planes.state(v[0]).phases] for tid, v in finished.items()}
 
     result = run(planes, eval_spec)
     after = stored_plans(planes)
-    assert len(after) == 60 and all(v[1] == "completed" for v in after.values())
+    assert len(after) == 30 and all(v[1] == "completed" for v in after.values())
     assert {tid: after[tid][0] for tid in before} == {tid: v[0] for tid, v in before.items()}  # the same plans
     for tid, (plan_id, _, _) in finished.items():  # not run again: not one more call, not one more attempt
         assert [u for u in usage_rows(planes) if u[0] == plan_id] == spent[tid]
         assert [p.attempt for p in planes.state(plan_id).phases] == attempts[tid]
-    assert result.submitted == 37 and result.reused == len(finished) and len(result.outcomes) == 60
+    assert result.submitted == 17 and result.reused == len(finished) and len(result.outcomes) == 30
     assert [e.type for e in planes.events(next(iter(waiting.values()))[0])].count("resume_requested") == 1
 
 
