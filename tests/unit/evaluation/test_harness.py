@@ -305,7 +305,10 @@ def test_a_simulated_reviewers_position_bias_is_estimated_beside_its_theory(plan
     report built from the stored plans puts that beside the measured rate and estimates the bias."""
     reviewed = {**BOARD, "rounds": 1, "review": {"anonymize": True, "exclude_self": True}}
     (tmp_path / "panel.yaml").write_text(yaml.safe_dump(reviewed))
-    solver = {"provider": "offline", "options": {"latency": 0, "solver": {"skill": 0.6, "position_bias": 0.5}}}
+    # short turns in one chunk each: the answers and rankings are the solver's, the prose around them
+    # only costs time over 60 boards
+    solver = {"provider": "offline", "options": {"latency": 0, "words": 12, "chunk_chars": 10_000,
+                                                 "solver": {"skill": 0.6, "position_bias": 0.5}}}
     spec = {"name": "biased", "generate": {"n": 60, "options": 3, "seed": 3}, "plan": "panel.yaml",
             "decide": "borda", "models": {"solver": solver}, "baselines": {}}
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
