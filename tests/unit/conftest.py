@@ -41,6 +41,13 @@ def template_db(fast_dir: Path) -> Path:
     return migrated_template(fast_dir)
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(template_db: Path) -> Path:
+    """tests/conftest.py's ``sqlite_template`` (behind ``sqlite_url``) is this tier's template:
+    one migration per test process, not two."""
+    return template_db
+
+
 @pytest.fixture()
 def home(template_db: Path, tmp_path: Path) -> Path:
     """A Conclave home (``Settings(home=...)``) whose database is already at head: a copy of the
