@@ -29,6 +29,10 @@ from storage.models import Plan, UsageRow
 from tests.unit.planes import Planes
 
 SOLVER = {"provider": "offline", "options": {"latency": 0, "solver": {"skill": 0.7, "seed": 3}}}
+# the same solver writing 12-word turns in one chunk each: the same answers, less prose to write and stream
+# (for the cases that do not weigh tokens)
+TERSE = {"provider": "offline", "options": {"latency": 0, "words": 12, "chunk_chars": 10_000,
+                                            "solver": {"skill": 0.7, "seed": 3}}}
 PANEL = {"kind": "team", "title": "Panel", "question": "Answer: {question}", "decide": "vote", "divergence": "off",
          "experts": [{"name": n, "role": "Solver", "model": "solver"} for n in ("Ada", "Bo", "Cy")],
          "phases": [{"id": n.lower(), "expert": n, "prompt": "Solve it."} for n in ("Ada", "Bo", "Cy")]}
@@ -106,7 +110,8 @@ def hand_count(planes: Planes, plan_id: str, expected: str) -> tuple[str, bool]:
 
 def test_a_small_eval_stores_every_plan_and_its_outcomes_are_the_stored_decisions(planes: Planes,
                                                                                    tmp_path: Path) -> None:
-    eval_spec = spec_file(tmp_path, generate={"n": 10, "options": 2, "seed": 7})  # 30 plans, 8 in flight
+    eval_spec = spec_file(tmp_path, generate={"n": 10, "options": 2, "seed": 7},  # 30 plans, 8 in flight
+                          models={"solver": TERSE})
     result = run(planes, eval_spec)
     stored = stored_plans(planes)
     assert len(stored) == 30 and result.submitted == 30 and result.reused == 0 and result.created
@@ -135,7 +140,7 @@ def test_a_small_eval_stores_every_plan_and_its_outcomes_are_the_stored_decision
 
 
 def test_running_an_eval_again_runs_nothing_and_spends_nothing(planes: Planes, tmp_path: Path) -> None:
-    path = spec_file(tmp_path, generate={"n": 8, "options": 2, "seed": 7})
+    path = spec_file(tmp_path, generate={"n": 8, "options": 2, "seed": 7}, models={"solver": TERSE})
     first = run(planes, path)
     plans, usage = stored_plans(planes), usage_rows(planes)
     assert len(plans) == 24 and usage
@@ -147,7 +152,7 @@ def test_running_an_eval_again_runs_nothing_and_spends_nothing(planes: Planes, t
 
 def test_an_interrupted_eval_goes_on_where_it_stopped_and_reruns_nothing_that_finished(
         planes: Planes, tmp_path: Path) -> None:
-    eval_spec = spec_file(tmp_path, generate={"n": 10, "options": 2, "seed": 7})
+    eval_spec = spec_file(tmp_path, generate={"n": 10, "options": 2, "seed": 7}, models={"solver": TERSE})
     with pytest.raises(Crash):
         run(planes, eval_spec, crash_after=13)  # in the middle of a round of submissions (8 in flight)
     planes.dispatcher.take()  # what was sent for the plans still running died with the process
