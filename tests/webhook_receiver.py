@@ -101,7 +101,10 @@ class Receiver:
         server.owner = self
         self._server = server
         self._released.clear()
-        self._thread = threading.Thread(target=server.serve_forever, name="webhook-receiver", daemon=True)
+        # stop()'s shutdown() waits for serve_forever to look at its flag, every poll interval
+        # (0.5 s by default: half a second per test that stops a receiver)
+        self._thread = threading.Thread(target=server.serve_forever, args=(0.02,), name="webhook-receiver",
+                                        daemon=True)
         self._thread.start()
         return self
 

@@ -30,9 +30,9 @@ NEEDS = "authentication required: send Authorization: Bearer <token>"
 
 
 @pytest.fixture()
-def api(tmp_path: Path) -> Iterator[SimpleNamespace]:
+def api(home: Path) -> Iterator[SimpleNamespace]:
     """An API with tokens on (``CONCLAVE_API_TOKEN`` and a read-only principal of tenant acme)."""
-    settings = Settings(home=tmp_path / "home", auth="tokens", api_token=SecretStr(API_TOKEN),
+    settings = Settings(home=home, auth="tokens", api_token=SecretStr(API_TOKEN),
                         offline_latency=0.0)
     local = LocalBackend(settings, worker=False)
     _, reader = principals.create(local.db, tenant="acme", scopes=[READ])
@@ -122,9 +122,9 @@ def test_the_api_tokens_principal_is_of_its_configured_tenant() -> None:
     assert principal is not None and principal.id == API_TOKEN_ID and principal.tenant == "acme"
 
 
-def test_without_an_api_token_no_bearer_stands_for_one(tmp_path: Path) -> None:
+def test_without_an_api_token_no_bearer_stands_for_one(home: Path) -> None:
     """Tokens on, no ``CONCLAVE_API_TOKEN``: no value a client may send is taken for it."""
-    settings = Settings(home=tmp_path / "home", auth="tokens", offline_latency=0.0)
+    settings = Settings(home=home, auth="tokens", offline_latency=0.0)
     local = LocalBackend(settings, worker=False)
     transport = InProcessTransport(create_app(settings, local=local))
     try:

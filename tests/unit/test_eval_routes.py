@@ -52,10 +52,10 @@ class Shared(httpx.BaseTransport):
 
 
 @pytest.fixture()
-def api(tmp_path: Path) -> Iterator[dict[str, Any]]:
+def api(home: Path) -> Iterator[dict[str, Any]]:
     """The API of an embedded local backend (its worker runs the plans), tokens required, two
     tenants' tokens and a read-only one."""
-    settings = Settings(home=tmp_path / "home", offline_latency=0.0, reconcile_interval=0.5, auth="tokens")
+    settings = Settings(home=home, offline_latency=0.0, reconcile_interval=0.5, auth="tokens")
     local = LocalBackend(settings)
     transport = InProcessTransport(create_app(settings, local=local))
     tokens = {name: principals.create(local.db, tenant=tenant, scopes=scopes)[1] for name, tenant, scopes in (

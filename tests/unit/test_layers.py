@@ -19,6 +19,7 @@ and inside ``orchestrator``, from the ground up (:data:`LAYERS`):
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -60,7 +61,13 @@ def _resolve(name: str) -> str:
     return name
 
 
-def _imports(module: str) -> Iterator[str]:
+@functools.cache
+def _imports(module: str) -> tuple[str, ...]:
+    """What ``module`` imports of ours (parsed once per test process: every layer's test reads it)."""
+    return tuple(_parse_imports(module))
+
+
+def _parse_imports(module: str) -> Iterator[str]:
     path = MODULES[module]
     tree = ast.parse(path.read_text(), str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]

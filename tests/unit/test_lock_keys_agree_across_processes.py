@@ -8,10 +8,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from storage import connect, locks, tenancy
-from tests.unit.planes import migrated_template
 
 # Pinned: a release that changed a key would not exclude the previous release's workers
 # during a rolling upgrade.
@@ -37,8 +35,8 @@ def test_another_process_computes_the_same_keys() -> None:
     assert seen == {f"{PINNED['reconciler']} {PINNED['admit:acme']}"}
 
 
-def test_embedded_mode_always_holds_the_lock(tmp_path: Path) -> None:
-    db = connect(f"sqlite:///{migrated_template(tmp_path)}")
+def test_embedded_mode_always_holds_the_lock(sqlite_url: str) -> None:
+    db = connect(sqlite_url)  # a copy of the migrated template
     try:
         with locks.exclusive(db, "reconciler", stalled_after=1.0) as mine, \
                 locks.exclusive(db, "reconciler", stalled_after=1.0) as again:

@@ -113,7 +113,8 @@ def test_a_test_runs_report_stands_for_the_baseline_only_when_fresh_and_every_na
         "@pytest.mark.parametrize('v', [1, 2])\ndef test_p(v):\n    pass\n")
     report = tmp_path / "report.xml"
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", "tests"],
-                   cwd=root, capture_output=True, timeout=120)
+                   cwd=root, capture_output=True, timeout=120,
+                   env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})  # no plugin needed: ~2 s less CPU
 
     def named(*tests: str) -> tuple[Mutation, ...]:
         return (mutation("m", "I1", "pkg/mod.py", "x = 1\n", "x = 0\n", tests=tests, why="."),)

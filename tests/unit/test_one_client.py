@@ -58,10 +58,10 @@ class InProcessTransport(httpx.BaseTransport):
 
 
 @pytest.fixture()
-def both(tmp_path: Path) -> Iterator[tuple[Conclave, Conclave]]:
+def both(home: Path) -> Iterator[tuple[Conclave, Conclave]]:
     """A local client (embedded: SQLite, the in-process worker) and an HTTP client of the API
     serving that same local backend: one stored state, two ways in."""
-    settings = Settings(home=tmp_path / "home", offline_latency=0.0, reconcile_interval=0.5)
+    settings = Settings(home=home, offline_latency=0.0, reconcile_interval=0.5)
     local = LocalBackend(settings)
     direct = Conclave(backend=local)
     remote = Conclave.connect("http://conclave.test", transport=InProcessTransport(create_app(settings, local=local)))
@@ -138,9 +138,9 @@ def test_both_backends_show_the_same_scenario_and_the_same_stored_plan(both: tup
     assert [p["task_id"] for p in direct.list_plans(label="parity")["plans"]] == ["parity-http", "parity-local"]
 
 
-def test_a_cancel_and_a_resume_of_a_waiting_plan_are_the_same_both_ways(tmp_path: Path) -> None:
+def test_a_cancel_and_a_resume_of_a_waiting_plan_are_the_same_both_ways(home: Path) -> None:
     """No worker: the plan waits, so the cancel catches its phases before they run."""
-    settings = Settings(home=tmp_path / "home", offline_latency=0.0)
+    settings = Settings(home=home, offline_latency=0.0)
     local = LocalBackend(settings, worker=False)
     with Conclave(backend=local) as direct, Conclave.connect(
             "http://conclave.test", transport=InProcessTransport(create_app(settings, local=local))) as remote:

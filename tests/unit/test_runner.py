@@ -166,7 +166,9 @@ def test_a_bug_in_a_phase_stores_a_generic_message_and_logs_the_details(planes: 
 
 
 def test_a_worker_shutting_down_gives_its_phase_back(planes: Planes) -> None:
-    plan_id = planes.coordinator.submit(small_board(latency=MAX_LATENCY, words=MAX_WORDS)).plan_id
+    # the first chunk at once (where the stop comes), then MAX_LATENCY before each of hours' worth more
+    plan_id = planes.coordinator.submit(small_board(latency=MAX_LATENCY, first_chunk_delay=0.0,
+                                                    words=MAX_WORDS)).plan_id
     [canvas] = planes.dispatcher.take()
     phase_id = canvas.runs[0].phase_id
     work = planes.runner.claim(phase_id, owner="unit:leaving")

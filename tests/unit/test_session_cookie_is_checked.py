@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -20,7 +19,6 @@ from orchestrator.core.errors import Unauthorized
 from orchestrator.core.settings import Settings
 from storage import connect, principals
 from storage.identity import ADMIN, API_TOKEN_ID, READ, session_mac, token_hash
-from tests.unit.planes import migrated_template
 
 API_TOKEN = "the-shared-operator-token"
 
@@ -98,8 +96,8 @@ def test_a_session_never_authorises_a_write() -> None:
         assert "GET and HEAD" in info.value.details[0]["message"]
 
 
-def test_a_principal_session_dies_with_its_token(tmp_path: Path) -> None:
-    db = connect(f"sqlite:///{migrated_template(tmp_path)}")
+def test_a_principal_session_dies_with_its_token(sqlite_url: str) -> None:
+    db = connect(sqlite_url)  # a copy of the migrated template
     app = SimpleNamespace(state=SimpleNamespace(local=SimpleNamespace(db=db)))
     try:
         record, token = principals.create(db, tenant="acme", scopes=[READ])

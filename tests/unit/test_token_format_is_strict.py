@@ -4,8 +4,6 @@ docs/mutation.md)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from storage import connect, principals
@@ -17,7 +15,6 @@ from storage.identity import (
     parse_scopes,
     principal_id_of,
 )
-from tests.unit.planes import migrated_template
 
 SECRET = "a" * 43
 ID = "0123456789abcdef"
@@ -68,8 +65,8 @@ def test_a_malformed_name_is_refused(name: object) -> None:
         check_name(name)  # type: ignore[arg-type]
 
 
-def test_a_principal_is_stored_with_its_checked_name(tmp_path: Path) -> None:
-    db = connect(f"sqlite:///{migrated_template(tmp_path)}")
+def test_a_principal_is_stored_with_its_checked_name(sqlite_url: str) -> None:
+    db = connect(sqlite_url)  # a copy of the migrated template
     try:
         principals.create(db, tenant="acme", scopes=["plans:read"], name="ci bot@acme/1")
         principals.create(db, tenant="acme", scopes=["plans:read"])

@@ -95,11 +95,11 @@ def _attr(span: ReadableSpan, key: str) -> Any:
     return (span.attributes or {}).get(key)
 
 
-def test_one_trace_per_plan_with_a_span_per_phase_and_per_model_call(tmp_path: Path,
+def test_one_trace_per_plan_with_a_span_per_phase_and_per_model_call(home: Path,
                                                                      exporter: InMemorySpanExporter) -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    settings = Settings(home=tmp_path / "home", offline_latency=0.0, reconcile_interval=0.5, otel=True)
+    settings = Settings(home=home, offline_latency=0.0, reconcile_interval=0.5, otel=True)
     assert tracing.setup(settings, service="conclave-test", provider=provider)
     with LLMServer() as llm, _serving(create_app(settings)) as client:
         first = _run(client, _plan(llm.url, "First"))

@@ -29,6 +29,10 @@ from storage.models import Plan, UsageRow
 from tests.unit.planes import Planes
 
 SOLVER = {"provider": "offline", "options": {"latency": 0, "solver": {"skill": 0.7, "seed": 3}}}
+# the same solver writing 12-word turns in one chunk each: the same answers, less prose to write and stream
+# (for the cases that do not weigh tokens)
+TERSE = {"provider": "offline", "options": {"latency": 0, "words": 12, "chunk_chars": 10_000,
+                                            "solver": {"skill": 0.7, "seed": 3}}}
 PANEL = {"kind": "team", "title": "Panel", "question": "Answer: {question}", "decide": "vote", "divergence": "off",
          "experts": [{"name": n, "role": "Solver", "model": "solver"} for n in ("Ada", "Bo", "Cy")],
          "phases": [{"id": n.lower(), "expert": n, "prompt": "Solve it."} for n in ("Ada", "Bo", "Cy")]}
@@ -105,17 +109,19 @@ def hand_count(planes: Planes, plan_id: str, expected: str) -> tuple[str, bool]:
 
 
 def test_a_small_eval_stores_every_plan_and_its_outcomes_are_the_stored_decisions(planes: Planes,
-                                                                                   eval_spec: Path) -> None:
+                                                                                   tmp_path: Path) -> None:
+    eval_spec = spec_file(tmp_path, generate={"n": 10, "options": 2, "seed": 7},  # 30 plans, 8 in flight
+                          models={"solver": TERSE})
     result = run(planes, eval_spec)
     stored = stored_plans(planes)
-    assert len(stored) == 90 and result.submitted == 90 and result.reused == 0 and result.created
+    assert len(stored) == 30 and result.submitted == 30 and result.reused == 0 and result.created
     record = evals.get_eval(planes.db, "arith", tenant="default")
     assert record.spec == resolve(eval_spec).record  # the record the report is rebuilt from
     for arm in ("panel", "single", "self_consistency"):
         for item in record.spec["items"]:
             _, status, labels = stored[f"eval:arith:{arm}:{item['id']}"]
             assert status == "completed" and labels == ["eval=arith", f"arm={arm}"]
-    assert len(result.outcomes) == 90
+    assert len(result.outcomes) == 30
     for o in result.outcomes:
         state = planes.state(o.plan_id)
         decision = next(p for p in state.phases if p.kind == "decision")
@@ -134,37 +140,37 @@ def test_a_small_eval_stores_every_plan_and_its_outcomes_are_the_stored_decision
 
 
 def test_running_an_eval_again_runs_nothing_and_spends_nothing(planes: Planes, tmp_path: Path) -> None:
-    path = spec_file(tmp_path, generate={"n": 20, "options": 2, "seed": 7})
+    path = spec_file(tmp_path, generate={"n": 8, "options": 2, "seed": 7}, models={"solver": TERSE})
     first = run(planes, path)
     plans, usage = stored_plans(planes), usage_rows(planes)
-    assert len(plans) == 60 and usage
+    assert len(plans) == 24 and usage
     again = run(planes, path)
     assert stored_plans(planes) == plans and usage_rows(planes) == usage  # no new plan, no new usage row
-    assert again.submitted == 0 and again.reused == 60 and not again.created
+    assert again.submitted == 0 and again.reused == 24 and not again.created
     assert again.outcomes == first.outcomes
 
 
 def test_an_interrupted_eval_goes_on_where_it_stopped_and_reruns_nothing_that_finished(
         planes: Planes, tmp_path: Path) -> None:
-    eval_spec = spec_file(tmp_path, generate={"n": 20, "options": 2, "seed": 7})
+    eval_spec = spec_file(tmp_path, generate={"n": 10, "options": 2, "seed": 7}, models={"solver": TERSE})
     with pytest.raises(Crash):
-        run(planes, eval_spec, crash_after=23)  # in the middle of a round of submissions
+        run(planes, eval_spec, crash_after=13)  # in the middle of a round of submissions (8 in flight)
     planes.dispatcher.take()  # what was sent for the plans still running died with the process
     before = stored_plans(planes)
     finished = {tid: v for tid, v in before.items() if v[1] == "completed"}
     waiting = {tid: v for tid, v in before.items() if v[1] == "running"}
-    assert len(before) == 23 and finished and waiting
+    assert len(before) == 13 and finished and waiting
     spent = {tid: [u for u in usage_rows(planes) if u[0] == v[0]] for tid, v in finished.items()}
     attempts = {tid: [p.attempt for p in planes.state(v[0]).phases] for tid, v in finished.items()}
 
     result = run(planes, eval_spec)
     after = stored_plans(planes)
-    assert len(after) == 60 and all(v[1] == "completed" for v in after.values())
+    assert len(after) == 30 and all(v[1] == "completed" for v in after.values())
     assert {tid: after[tid][0] for tid in before} == {tid: v[0] for tid, v in before.items()}  # the same plans
     for tid, (plan_id, _, _) in finished.items():  # not run again: not one more call, not one more attempt
         assert [u for u in usage_rows(planes) if u[0] == plan_id] == spent[tid]
         assert [p.attempt for p in planes.state(plan_id).phases] == attempts[tid]
-    assert result.submitted == 37 and result.reused == len(finished) and len(result.outcomes) == 60
+    assert result.submitted == 17 and result.reused == len(finished) and len(result.outcomes) == 30
     assert [e.type for e in planes.events(next(iter(waiting.values()))[0])].count("resume_requested") == 1
 
 
@@ -250,9 +256,9 @@ def test_the_commands_print_the_report_and_rebuild_it_from_the_database(planes: 
 
     conclave = Conclave(backend=PlanesBackend(planes))
     (out, printed), (err, progress) = console(), console()
-    assert commands.run(conclave, eval_spec, limit=10, as_json=False, out=out, err=err) == 0
-    assert "panel" in progress.getvalue() and "10/10" in progress.getvalue()
-    assert "30 plan(s) submitted by this run, 0 found finished" in progress.getvalue()
+    assert commands.run(conclave, eval_spec, limit=4, as_json=False, out=out, err=err) == 0  # 4 of its 30 items
+    assert "panel" in progress.getvalue() and "4/4" in progress.getvalue()
+    assert "12 plan(s) submitted by this run, 0 found finished" in progress.getvalue()
     out2, reported = console()
     assert commands.report(conclave, "arith", out=out2) == 0
     table = printed.getvalue()
@@ -270,7 +276,7 @@ def test_reviews_and_early_stops_reach_the_outcomes_as_stored(planes: Planes, tm
     reviewed = {**BOARD, "rounds": 1, "review": {"anonymize": True, "exclude_self": True}}
     (tmp_path / "panel.yaml").write_text(yaml.safe_dump(reviewed))
     solver = {"provider": "offline", "options": {"latency": 0, "solver": {"skill": 0.6, "position_bias": 0.5}}}
-    spec = {"name": "reviewed", "generate": {"n": 8, "options": 3, "seed": 1}, "plan": "panel.yaml",
+    spec = {"name": "reviewed", "generate": {"n": 4, "options": 3, "seed": 1}, "plan": "panel.yaml",
             "decide": "borda", "models": {"solver": solver}}
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     result = run(planes, tmp_path / "spec.yaml")
@@ -284,7 +290,7 @@ def test_reviews_and_early_stops_reach_the_outcomes_as_stored(planes: Planes, tm
         assert len(o.reviews) == 4 and all(r["reviewer"] not in r["authors"] for r in o.reviews)
     report = commands.build(result.stored, result.outcomes).as_json()
     reviews = report["arms"][0]["panel"]["reviews"]
-    assert reviews is not None and reviews["reviews"] == 8 * 4
+    assert reviews is not None and reviews["reviews"] == 4 * 4
 
     (tmp_path / "agree.yaml").write_text(yaml.safe_dump({**BOARD, "stop_when": {"agreement": 0.75}}))
     sure = {"provider": "offline", "options": {"latency": 0, "solver": {"skill": 1.0}}}
@@ -304,7 +310,10 @@ def test_a_simulated_reviewers_position_bias_is_estimated_beside_its_theory(plan
     report built from the stored plans puts that beside the measured rate and estimates the bias."""
     reviewed = {**BOARD, "rounds": 1, "review": {"anonymize": True, "exclude_self": True}}
     (tmp_path / "panel.yaml").write_text(yaml.safe_dump(reviewed))
-    solver = {"provider": "offline", "options": {"latency": 0, "solver": {"skill": 0.6, "position_bias": 0.5}}}
+    # short turns in one chunk each: the answers and rankings are the solver's, the prose around them
+    # only costs time over 60 boards
+    solver = {"provider": "offline", "options": {"latency": 0, "words": 12, "chunk_chars": 10_000,
+                                                 "solver": {"skill": 0.6, "position_bias": 0.5}}}
     spec = {"name": "biased", "generate": {"n": 60, "options": 3, "seed": 3}, "plan": "panel.yaml",
             "decide": "borda", "models": {"solver": solver}, "baselines": {}}
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -21,22 +22,48 @@ SPEC = ModelSpec(name="m", provider="offline", first_chunk_timeout=10.0, idle_ti
 
 
 class Clock:
+    """A fake clock that counts the watchdog's looks at it: its reads from any thread but the
+    test's (a check reads the clock once per watch not yet ended)."""
+
     def __init__(self, now: float = 1000.0) -> None:
         self.now = now
+        self.looks = 0
+        self._test = threading.get_ident()
+        self._looked = threading.Condition()
 
     def __call__(self) -> float:
-        return self.now
+        with self._looked:
+            if threading.get_ident() != self._test:
+                self.looks += 1
+                self._looked.notify_all()
+            return self.now
+
+    def move(self, at: float) -> int:
+        """Now reads ``at``; the looks so far (every later one reads ``at``)."""
+        with self._looked:
+            self.now = at
+            return self.looks
+
+    def wait_looks(self, n: int, timeout: float) -> bool:
+        with self._looked:
+            return self._looked.wait_for(lambda: self.looks >= n, timeout)
 
 
 def ended(watch: Watch, clock: Clock, at: float, before: Callable[[], None] = lambda: None) -> str | None:
-    """The watch's reason once the fake clock reads ``at`` (None: not ended within two polls)."""
+    """The watch's reason once the fake clock reads ``at``: as soon as it trips, or else once the
+    watchdog has checked it twice at ``at`` (it trips a due watch right after the check that
+    found it due, before its next check); None: not ended (at most 2 s, then what it says)."""
     tripped = threading.Event()
     with WATCHDOG.watching(watch, tripped.set):
         before()
-        clock.now = at
-        with WATCHDOG._cond:
-            WATCHDOG._cond.notify()
-        tripped.wait(0.6)  # the watchdog polls every 0.25 s
+        looked = clock.move(at)
+        give_up = time.monotonic() + 2.0
+        while not tripped.is_set() and time.monotonic() < give_up:
+            if clock.wait_looks(looked + 2, 0.0):
+                break
+            with WATCHDOG._cond:  # wake it (a notify while it checks is lost: then it polls, every 0.25 s)
+                WATCHDOG._cond.notify()
+            tripped.wait(0.02)
     return watch.reason
 
 
@@ -111,11 +138,11 @@ def test_a_cancellation_ends_the_call_at_once_and_a_failing_check_does_not(stop:
 
 def test_a_cancellation_is_noticed_without_anything_waking_the_watchdog() -> None:
     # the watchdog polls should_stop() on its own: nothing registers, notifies or moves a clock
-    stop = threading.Event()
-    watch = Watch(SPEC, stop.is_set, Clock())
+    stop, clock = threading.Event(), Clock()
+    watch = Watch(SPEC, stop.is_set, clock)
     tripped = threading.Event()
     with WATCHDOG.watching(watch, tripped.set):
-        tripped.wait(0.3)  # the watchdog has gone back to sleep with this call watched
+        assert clock.wait_looks(1, 5.0)  # the check the registration woke it for: then it sleeps
         stop.set()
         assert tripped.wait(5.0)
     assert watch.reason == CANCELLED

@@ -283,12 +283,12 @@ def test_what_a_receiver_says_is_never_stored_nor_logged(rig: Rig, caplog: pytes
     assert "Quartermaster" not in stored and "sk-receiver" not in stored
 
 
-def test_embedded_the_process_that_runs_the_plan_delivers_its_webhooks(tmp_path: Any) -> None:
+def test_embedded_the_process_that_runs_the_plan_delivers_its_webhooks(home: Any) -> None:
     from orchestrator.client.conclave import Conclave
 
     receiver = Receiver().start()
     try:
-        settings = Settings(home=tmp_path / "home", offline_latency=0.0, reconcile_interval=0.5,
+        settings = Settings(home=home, offline_latency=0.0, reconcile_interval=0.5,
                             webhook_secret_key=SecretStr(KEY), webhook_interval=0.1,
                             webhook_urls=[f"http://127.0.0.1:{receiver.port}"])
         with Conclave(settings) as conclave:
