@@ -114,7 +114,7 @@ def problems(root: Path, mutations: Sequence[Mutation], *, complete: bool = True
 def uncollected(root: Path, mutations: Sequence[Mutation]) -> list[str]:
     """Named test ids pytest does not collect (e.g. a parametrisation that changed)."""
     nodes = sorted({t for m in mutations for t in m.tests})
-    res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+    res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0",
                           *nodes], cwd=root, capture_output=True, text=True, timeout=300)
     if res.returncode == 0:
         return []
@@ -202,7 +202,7 @@ def run_tests(tree: Path, tests: Iterable[str], *, junit: Path, timeout: float =
     """Run ``tests`` in ``tree`` (on ``workers`` pytest-xdist workers when more than one), with
     the preflight plugin (:mod:`tests.mutant_preflight`), which ``extra_env`` may switch on."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.mutant_preflight",
-           f"--junitxml={junit}", *(["-n", str(workers)] if workers > 1 else []), *tests]
+           f"--junitxml={junit}", "-n", str(workers if workers > 1 else 0), *tests]  # 0: no xdist (pyproject's -n auto)
     try:
         res = subprocess.run(cmd, cwd=tree, env={**env_for(tree, slot), **(extra_env or {})}, capture_output=True,
                              text=True, timeout=timeout)
